@@ -1,0 +1,23 @@
+"""fairshare: budget-based fair-share scheduling for GPU clusters.
+
+Public API: load inputs, run one policy or a comparison, and the pure scheduling core.
+"""
+
+from .cluster import Cluster, load_cluster
+from .errors import InputError
+from .policy import Policy, TreeIndex, load_policy
+from .results import Comparison, ReplayResult, Series
+from .runner import Inputs, compare, inputs_from_files, inputs_from_scenario, run_policy
+from .scheduler import decide
+from .snapshot import Decisions, Hold, Preempt, Snapshot, Start
+from .strategies import STRATEGIES, Strategy, get_strategy
+from .workload import Job, load_workload
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "STRATEGIES", "Cluster", "Comparison", "Decisions", "Hold", "InputError", "Inputs", "Job", "Policy",
+    "Preempt", "ReplayResult", "Series", "Snapshot", "Start", "Strategy", "TreeIndex", "__version__", "compare",
+    "decide", "get_strategy", "inputs_from_files", "inputs_from_scenario", "load_cluster", "load_policy",
+    "load_workload", "run_policy",
+]

@@ -1,0 +1,84 @@
+"""Durations (`1d2h`, `30m`, `90`) and instants (dates, datetimes) on the replay clock."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([smhdw]))+\s*$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+
+
+def is_duration_text(value: object) -> bool:
+    return isinstance(value, str) and _DURATION.match(value) is not None
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a number or a duration string such as `1d2h`, `15m`, `30s`.
+
+    Raises ValueError with a readable message for anything else (negative numbers too).
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration such as 30m or 1d2h, got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"a duration cannot be negative, got {value!r}")
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text)
+        except ValueError:
+            pass
+        else:
+            if number < 0:
+                raise ValueError(f"a duration cannot be negative, got {value!r}")
+            return number
+        if _DURATION.match(text):
+            return sum(float(n) * _UNITS[u] for n, u in _PART.findall(text))
+    raise ValueError(f"expected a duration such as 30m or 1d2h, got {value!r}")
+
+
+def to_utc(value: object) -> dt.datetime:
+    """A date or datetime (YAML may already have parsed it); naive means UTC, a bare date 00:00 UTC."""
+    if isinstance(value, dt.datetime):
+        d = value
+    elif isinstance(value, dt.date):
+        d = dt.datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            d = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise ValueError(f"expected a date (2026-12-15) or datetime, got {value!r}") from exc
+    else:
+        raise ValueError(f"expected a date (2026-12-15) or datetime, got {value!r}")
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=dt.UTC)
+    return d.astimezone(dt.UTC)
+
+
+def instant(value: object, epoch: dt.datetime) -> float:
+    """Replay-clock seconds of a duration (relative to t=0) or an absolute date/datetime."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return parse_duration(value)
+    if is_duration_text(value):
+        return parse_duration(value)
+    return (to_utc(value) - epoch).total_seconds()
+
+
+def format_epoch(epoch: dt.datetime) -> str:
+    return epoch.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fmt_duration(seconds: float) -> str:
+    """Short human form: 90 -> 1m30s, 7200 -> 2h."""
+    s = int(round(seconds))
+    if s == 0:
+        return "0s"
+    out = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if s >= size:
+            out.append(f"{s // size}{unit}")
+            s %= size
+    return "".join(out)

@@ -1,0 +1,106 @@
+"""`fairshare explain`: the decisions that touched one job, with their evidence, and why it waited."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ._units import fmt_duration
+from .errors import InputError
+from .outputs import read_jsonl
+
+HOLD_TEXT = {
+    "no_capacity": "not enough free GPUs of an allowed type",
+    "fragmented": "enough GPUs were free in total, but not on nodes that fit its shape",
+    "reserved": "the free GPUs were reserved for a waiting job ahead of it",
+    "no_victims": "no run could be preempted for it (all protected, or no group more over-served)",
+    "drained": "its nodes were draining",
+}
+
+
+def replay_folders(out: Path) -> list[Path]:
+    if (out / "events.jsonl").exists():
+        return [out]
+    found = sorted(p.parent for p in out.glob("*/events.jsonl")) + sorted(p.parent for p in out.glob("*/*/events.jsonl"))
+    if not found:
+        raise InputError(str(out), "", "no events.jsonl here or in a policy folder below (run `fairshare compare` first)")
+    return found
+
+
+def _fmt_evidence(d: dict[str, Any]) -> str:
+    skip = {"t", "decision", "job"}
+    parts = []
+    for k, v in d.items():
+        if k in skip:
+            continue
+        if k == "walk" and isinstance(v, list):
+            steps = []
+            for w in v:
+                r = f" over {w['runner_up']} ({_num(w['runner_up_priority'])})" if w.get("runner_up") else ""
+                steps.append(f"{w['group']} ({_num(w['priority'])}){r}")
+            parts.append("fair-share walk: " + " > ".join(steps))
+        elif isinstance(v, float):
+            parts.append(f"{k}={_num(v)}")
+        else:
+            parts.append(f"{k}={v}")
+    return "; ".join(parts)
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def explain(folder: Path, job: str) -> str:
+    events = [e for e in read_jsonl(folder / "events.jsonl") if e.get("job") == job]
+    if not events:
+        raise InputError(str(folder / "events.jsonl"), "", f"no job {job!r} in this replay")
+    decisions_path = folder / "decisions.jsonl"
+    decisions = [d for d in read_jsonl(decisions_path) if d.get("job") == job or d.get("by") == job] \
+        if decisions_path.exists() else []
+    sub = events[0]
+    lines = [f"job {job} ({folder}): group {sub['group']}, class {sub['class']}, {sub['gpus']} GPU(s) on "
+             f"{sub['nodes']} node(s), work {fmt_duration(sub['work'])}, protected {fmt_duration(sub['protected'])}"
+             + (f", deadline t={sub['deadline']:g}s" if sub.get("deadline") is not None else "")]
+    lines.append("timeline:")
+    for e in events:
+        extra = ""
+        if e["type"] == "start":
+            extra = f" on {', '.join(f'{n}:{g}' for n, g in e['alloc'].items())}, charge {e['charge']:g}/s"
+        elif e["type"] == "preempt":
+            extra = f" ({e['reason']}, by {e['by']}, lost {e['lost_gpu_s'] / 3600:.2f} GPU-h)"
+        lines.append(f"  t={e['t']:>12.1f}  {e['type']}{extra}")
+    lines.append("decisions:")
+    for d in decisions:
+        who = "" if d.get("job") == job else f" (on {d['job']}, made for this job)"
+        lines.append(f"  t={d['t']:>12.1f}  {d['decision']}{who}: {_fmt_evidence(d)}")
+    lines.extend(_why_waited(events, [d for d in decisions if d.get("job") == job]))
+    return "\n".join(lines)
+
+
+def _why_waited(events: list[dict[str, Any]], decisions: list[dict[str, Any]]) -> list[str]:
+    out = ["why it waited:"]
+    spells: list[tuple[float, float | None]] = []
+    since: float | None = None
+    for e in events:
+        if e["type"] in ("submit", "preempt"):
+            since = e["t"]
+        elif e["type"] == "start" and since is not None:
+            spells.append((since, e["t"]))
+            since = None
+    if since is not None:
+        spells.append((since, None))
+    for a, b in spells:
+        span = f"{fmt_duration((b - a))}" if b is not None else "until the end of the replay"
+        holds = [d for d in decisions if d["decision"] == "hold" and a <= d["t"] and (b is None or d["t"] <= b)]
+        if b is not None and b - a <= 0:
+            out.append(f"  from t={a:.1f}: started at once")
+            continue
+        out.append(f"  from t={a:.1f}, waited {span}:")
+        if not holds:
+            out.append("    it was never tried: jobs ahead of it in the order (higher priority groups or earlier "
+                       "submits) took the capacity as it freed up")
+        for h in holds:
+            out.append(f"    t={h['t']:.1f}: {h['reason']} — {HOLD_TEXT.get(h['reason'], h['reason'])}")
+    return out

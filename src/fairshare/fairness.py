@@ -1,0 +1,65 @@
+"""Fair-share comparisons between groups: the one place that orders groups by debt and service.
+
+Priority of a group among its siblings (higher goes first) is its debt relative to its
+entitlement, where the entitlement is what the group was owed in the window, both projected a
+lookahead L ahead at the current rates:
+
+    P = (D + L · (O − U)) / (E + L · O)
+
+    D  window debt (∫owed − ∫delivered), GPU-equivalent seconds
+    E  window entitlement (∫owed over the window), GPU-equivalent seconds
+    O  owed rate now, U running charge now (including starts made earlier in the same pass)
+    L  lookahead (policy `scheduling.lookahead`, default 1h)
+
+P is the fraction of what the group is owed that it has not received: 1 for a group that got
+nothing, 0 on target, negative when over-served. Normalising by what was owed, not by the static
+share, keeps a busy group's debt from idle or fragmented capacity (owed to everyone with demand,
+usable by nobody) from outranking a small group whose only job has waited for hours. Shares
+still decide the split, through owed. The denominator can be 0 (owed nothing in the window and
+now): P = +inf if the numerator is > 0, −inf if < 0 (running while owed nothing: all on loan),
+else 0.
+
+Service ratio of a side (for preemption): R = U / O. O can be 0: R = +inf when U > 0, else 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def priority(debt: float, owed_rate: float, used_rate: float, entitlement: float, lookahead: float) -> float:
+    num = debt + lookahead * (owed_rate - used_rate)
+    den = entitlement + lookahead * owed_rate
+    if den <= 1e-9:
+        if num > 1e-9:
+            return math.inf
+        return -math.inf if num < -1e-9 else 0.0
+    return num / den
+
+
+def service_ratio(used_rate: float, owed_rate: float) -> float:
+    if owed_rate <= 1e-9:
+        return math.inf if used_rate > 1e-9 else 1.0
+    return used_rate / owed_rate
+
+
+def may_take_from(
+    taker_prio: float, victim_prio: float,
+    taker_used: float, taker_owed: float, taker_charge: float,
+    victim_used: float, victim_owed: float, victim_charge: float,
+) -> bool:
+    """Whether the taker's side may preempt `victim_charge` from the victim's side.
+
+    Both are sibling subtrees under their lowest common ancestor. The victim side must be more
+    over-served (lower priority), and after the exchange the victim side must still be served at
+    least as well, relative to what it is owed, as the taker side (Kueue's
+    LessThanOrEqualToFinalShare): this is what rules out two jobs preempting each other back and
+    forth, since after the exchange the inequality points the other way.
+    """
+    if not victim_prio < taker_prio:
+        return False
+    if victim_used <= victim_owed + 1e-9:  # the victim side is not using anyone else's share
+        return False
+    after_victim = service_ratio(victim_used - victim_charge, victim_owed)
+    after_taker = service_ratio(taker_used + taker_charge, taker_owed)
+    return after_victim >= after_taker

@@ -1,0 +1,158 @@
+"""The usage ledger: owed by hierarchical water-filling, delivered, debt over a rolling window.
+
+Definitions (DESIGN.md §2, FORMATS.md):
+
+    owed_g(t)      C(t) split over tree nodes with demand: at each level, siblings with demand get
+                   capacity in proportion to their (effective) shares, capped by their demand; what a
+                   capped sibling leaves goes to the others (work-conserving). No demand -> owed 0,
+                   so idleness never creates debt.
+    delivered_g(t) the running charge of g's leaves.
+    debt_g(t)      ∫ owed_g − ∫ delivered_g over the rolling window W. > 0 under-served, < 0 over-served.
+
+The window is a ring of B buckets of width W / B per tree node with running sums, so an update
+costs O(tree nodes) and never depends on the window length or the number of jobs. The debt read at
+time t covers the last B − 1 whole buckets plus the current partial one: a window between W − W/B and W.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from .policy import ResolvedException, TreeIndex
+
+EPS = 1e-6
+Vec = npt.NDArray[np.float64]
+
+
+def water_fill(tree: TreeIndex, capacity: float, demand: Sequence[float], share: Sequence[float]) -> list[float]:
+    """Owed rate of every tree node (list indexed by node id).
+
+    `demand[i]` is node i's demand (its leaves' pending + running charge), `share[i]` its effective
+    share (base share plus unexpired exceptions). Edge cases: capacity 0 gives all zeros; a node
+    with demand <= EPS gets nothing; when total demand is below capacity every node gets its demand.
+    The iteration caps, in each round, every sibling whose proportional portion would reach its
+    demand, then splits the remainder among the rest: at most one round per sibling.
+    """
+    owed = [0.0] * len(tree.paths)
+
+    def split(ids: Sequence[int], cap: float) -> None:
+        active = [i for i in ids if demand[i] > EPS]
+        remaining = min(cap, sum(demand[i] for i in ids))
+        while active and remaining > EPS:
+            total = sum(share[i] for i in active)
+            capped = [i for i in active if owed[i] + remaining * share[i] / total >= demand[i] - EPS]
+            if capped:
+                for i in capped:
+                    remaining -= demand[i] - owed[i]
+                    owed[i] = demand[i]
+                active = [i for i in active if i not in capped]
+            else:
+                for i in active:
+                    owed[i] += remaining * share[i] / total
+                remaining = 0.0
+        for i in ids:
+            if tree.children[i]:
+                split(tree.children[i], owed[i])
+
+    split(tree.top, capacity)
+    return owed
+
+
+def effective_shares(tree: TreeIndex, exceptions: Sequence[ResolvedException], t: float) -> list[float]:
+    """Base share plus every exception that has not expired at t (expiry is exclusive)."""
+    share = list(tree.share)
+    for ex in exceptions:
+        if t < ex.expires_t - EPS:
+            share[ex.node] += ex.extra_share
+    return share
+
+
+def effective_fractions(tree: TreeIndex, share: Sequence[float]) -> list[float]:
+    """Entitlement fraction of each node: share / sum(sibling shares) x parent's fraction."""
+    frac = [0.0] * len(tree.paths)
+
+    def walk(ids: Sequence[int], f: float) -> None:
+        total = sum(share[i] for i in ids)
+        for i in ids:
+            frac[i] = f * share[i] / total if total > 0 else 0.0
+            walk(tree.children[i], frac[i])
+
+    walk(tree.top, 1.0)
+    return frac
+
+
+class Ledger:
+    """Rolling-window owed/delivered per tree node, advanced by the driver (no clock of its own).
+
+    Usage: `set_rates(owed, delivered)` whenever they change, `advance(t)` to integrate the current
+    rates up to t, `debt()` for the window debt per node in GPU-equivalent seconds.
+    """
+
+    def __init__(self, n_nodes: int, window: float, buckets: int = 168, start: float = 0.0) -> None:
+        if window <= 0 or buckets < 2:
+            raise ValueError("window must be > 0 and buckets >= 2")
+        self.width = window / buckets
+        self.n_buckets = buckets
+        self.owed_ring: Vec = np.zeros((buckets, n_nodes))
+        self.deliv_ring: Vec = np.zeros((buckets, n_nodes))
+        self.owed_sum: Vec = np.zeros(n_nodes)
+        self.deliv_sum: Vec = np.zeros(n_nodes)
+        self.owed_rate: Vec = np.zeros(n_nodes)
+        self.deliv_rate: Vec = np.zeros(n_nodes)
+        self.t = start
+        self.bucket = int(start // self.width)
+
+    def set_rates(self, owed: Sequence[float] | Vec, delivered: Sequence[float] | Vec) -> None:
+        self.owed_rate = np.asarray(owed, dtype=np.float64)
+        self.deliv_rate = np.asarray(delivered, dtype=np.float64)
+
+    def advance(self, t: float) -> None:
+        """Integrate the current rates from the ledger's time to t, rolling buckets as it goes."""
+        if t <= self.t:
+            return
+        while True:
+            edge = (self.bucket + 1) * self.width
+            stop = min(t, edge)
+            dt = stop - self.t
+            if dt > 0:
+                slot = self.bucket % self.n_buckets
+                o = self.owed_rate * dt
+                d = self.deliv_rate * dt
+                self.owed_ring[slot] += o
+                self.deliv_ring[slot] += d
+                self.owed_sum += o
+                self.deliv_sum += d
+            self.t = stop
+            if t < edge:
+                return
+            self._roll(int(t // self.width))
+
+    def _roll(self, target: int) -> None:
+        """Move to bucket `target`, dropping buckets that leave the window."""
+        steps = target - self.bucket
+        if steps >= self.n_buckets:
+            self.owed_ring[:] = 0.0
+            self.deliv_ring[:] = 0.0
+            self.owed_sum[:] = 0.0
+            self.deliv_sum[:] = 0.0
+        else:
+            for b in range(self.bucket + 1, target + 1):
+                slot = b % self.n_buckets
+                self.owed_sum -= self.owed_ring[slot]
+                self.deliv_sum -= self.deliv_ring[slot]
+                self.owed_ring[slot] = 0.0
+                self.deliv_ring[slot] = 0.0
+        self.bucket = target
+
+    def debt(self) -> Vec:
+        """Window debt per node (owed − delivered), GPU-equivalent seconds."""
+        return self.owed_sum - self.deliv_sum
+
+    def owed_in_window(self) -> Vec:
+        return self.owed_sum.copy()
+
+    def delivered_in_window(self) -> Vec:
+        return self.deliv_sum.copy()

@@ -1,0 +1,289 @@
+"""Metrics exactly as FORMATS.md defines them, accumulated while a driver replays.
+
+The driver calls `interval(t0, t1, state)` for every span over which rates are constant (it splits
+at every event and exception expiry) and reports per-job facts (`job_started`, `job_finished`,
+`job_pended`); `finalize(horizon)` returns the metrics.json dict. Window sums for
+`min_window_share_delivery` are read off cumulative totals recorded at every window boundary
+(k days and k days + window), so no interval list is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._units import fmt_duration
+from .ledger import Vec
+from .policy import Gates, ResolvedException, TreeIndex
+from .results import Series
+from .workload import Job
+
+EPS = 1e-6
+DAY = 86400.0
+
+
+@dataclass
+class _JobFacts:
+    submit: float
+    cls: str
+    group: str
+    startup: float
+    deadline: float | None
+    first_start: float | None = None
+    finished: float | None = None
+    pending_since: float | None = None
+    max_spell: float = 0.0
+
+
+@dataclass
+class IntervalState:
+    """Rates over one constant span (per tree node vectors indexed like TreeIndex)."""
+
+    owed: Vec
+    used: Vec
+    capacity: float
+    allocated_gpus: int
+    idle_available_gpus: int
+    fragmented_gpus: float
+
+
+@dataclass
+class MetricsRecorder:
+    tree: TreeIndex
+    window: float
+    sample_every: float = 900.0
+    owed: Vec = field(init=False)
+    delivered: Vec = field(init=False)
+    unallocated: Vec = field(init=False)
+    static: Vec = field(init=False)
+    alloc_s: float = 0.0
+    idle_s: float = 0.0
+    frag_s: float = 0.0
+    lost_gpu_s: float = 0.0
+    lost_by_top: dict[str, float] = field(default_factory=dict)
+    preemptions: int = 0
+    jobs: dict[str, _JobFacts] = field(default_factory=dict)
+    cuts: dict[float, tuple[Vec, Vec]] = field(default_factory=dict)
+    _next_k: int = 0
+    _pending_cuts: list[float] = field(default_factory=list)
+    samples_t: list[float] = field(default_factory=list)
+    samples_occ: list[float] = field(default_factory=list)
+    samples_owed: list[Vec] = field(default_factory=list)
+    samples_used: list[Vec] = field(default_factory=list)
+    _next_sample: float = 0.0
+
+    def __post_init__(self) -> None:
+        n = len(self.tree.paths)
+        self.owed = np.zeros(n)
+        self.delivered = np.zeros(n)
+        self.unallocated = np.zeros(n)
+        self.static = np.asarray(self.tree.static_frac, dtype=np.float64)
+        self.lost_by_top = {self.tree.paths[i]: 0.0 for i in self.tree.top}
+
+    # ----------------------------------------------------------------- per job
+    def job_submitted(self, job: Job) -> None:
+        self.jobs[job.id] = _JobFacts(job.submit, job.cls, job.group, job.startup, job.deadline,
+                                      pending_since=job.submit)
+
+    def job_started(self, job_id: str, t: float) -> None:
+        f = self.jobs[job_id]
+        if f.first_start is None:
+            f.first_start = t
+        if f.pending_since is not None:
+            f.max_spell = max(f.max_spell, t - f.pending_since)
+        f.pending_since = None
+
+    def job_preempted(self, job_id: str, t: float, lost: float) -> None:
+        f = self.jobs[job_id]
+        f.pending_since = t
+        self.preemptions += 1
+        self.lost_gpu_s += lost
+        top = f.group.split("/", 1)[0]
+        self.lost_by_top[top] = self.lost_by_top.get(top, 0.0) + lost
+
+    def job_finished(self, job_id: str, t: float) -> None:
+        self.jobs[job_id].finished = t
+
+    # ----------------------------------------------------------------- integration
+    def _cut_times_until(self, t1: float) -> None:
+        while True:
+            start = self._next_k * DAY
+            if start > t1:
+                return
+            self._pending_cuts.extend([start, start + self.window])
+            self._next_k += 1
+
+    def interval(self, t0: float, t1: float, st: IntervalState) -> None:
+        dt = t1 - t0
+        if dt <= 0:
+            return
+        self._cut_times_until(t1)
+        if self._pending_cuts:
+            keep = []
+            for c in self._pending_cuts:
+                if t0 <= c <= t1:
+                    if c not in self.cuts:
+                        self.cuts[c] = (self.owed + st.owed * (c - t0), self.delivered + st.used * (c - t0))
+                elif c > t1:
+                    keep.append(c)
+            self._pending_cuts = keep
+        while self._next_sample <= t1:
+            if self._next_sample >= t0:
+                avail = st.allocated_gpus + st.idle_available_gpus
+                self.samples_t.append(self._next_sample)
+                self.samples_occ.append(st.allocated_gpus / avail if avail else 0.0)
+                self.samples_owed.append(st.owed)
+                self.samples_used.append(st.used)
+            self._next_sample += self.sample_every
+        self.owed += st.owed * dt
+        self.delivered += st.used * dt
+        self.unallocated += np.maximum(0.0, st.used - self.static * st.capacity) * dt
+        self.alloc_s += st.allocated_gpus * dt
+        self.idle_s += st.idle_available_gpus * dt
+        self.frag_s += st.fragmented_gpus * dt
+
+    # ----------------------------------------------------------------- results
+    def _min_window(self, node: int, horizon: float) -> float | None:
+        if horizon <= self.window:
+            o, d = self.owed[node], self.delivered[node]
+            return float(d / o) if o > EPS else None
+        vals = []
+        k = 0
+        while k * DAY + self.window <= horizon + EPS:
+            a, b = k * DAY, k * DAY + self.window
+            o0, d0 = self.cuts.get(a, (self.owed, self.delivered))
+            o1, d1 = self.cuts.get(b, (self.owed, self.delivered))
+            o = o1[node] - o0[node]
+            if o > EPS:
+                vals.append(float((d1[node] - d0[node]) / o))
+            k += 1
+        return min(vals) if vals else None
+
+    def finalize(self, horizon: float, policy_name: str, scenario: str, epoch: str, gates: Gates,
+                 exceptions: Sequence[ResolvedException]) -> dict[str, Any]:
+        jobs = list(self.jobs.values())
+        waits, fps = self.waits(horizon), self.first_progress(horizon)
+        classes: dict[str, Any] = {}
+        for c in sorted(waits):
+            w, fp = np.asarray(waits[c]), np.asarray(fps[c])
+            classes[c] = {
+                "jobs": len(w),
+                "wait_p50_s": float(np.percentile(w, 50)), "wait_p90_s": float(np.percentile(w, 90)),
+                "wait_p99_s": float(np.percentile(w, 99)),
+                "first_progress_p50_s": float(np.percentile(fp, 50)),
+                "first_progress_p90_s": float(np.percentile(fp, 90)),
+            }
+        groups: dict[str, Any] = {}
+        for i, path in enumerate(self.tree.paths):
+            o, d = float(self.owed[i]), float(self.delivered[i])
+            groups[path] = {
+                "owed_gpu_h": o / 3600, "delivered_gpu_h": d / 3600,
+                "share_delivery": d / o if o > EPS else None,
+                "unallocated_gpu_h": float(self.unallocated[i]) / 3600,
+                "min_window_share_delivery": self._min_window(i, horizon),
+            }
+        top = list(self.tree.top)
+        so = float(sum(self.owed[i] for i in top))
+        sd = float(sum(self.delivered[i] for i in top))
+        total_deliv = float(sum(self.delivered[i] for i in self.tree.leaves))
+        total_unalloc = float(sum(self.unallocated[i] for i in self.tree.leaves))
+        denom = self.alloc_s + self.idle_s
+        dl = [j for j in jobs if j.deadline is not None]
+        met = sum(1 for j in dl if j.finished is not None and j.finished <= j.deadline + EPS)  # type: ignore[operator]
+        spells = [max(j.max_spell, horizon - j.pending_since if j.pending_since is not None else 0.0)
+                  for j in jobs]
+        lost_pct = 100 * self.lost_gpu_s / self.alloc_s if self.alloc_s else 0.0
+        metrics: dict[str, Any] = {
+            "policy": policy_name, "scenario": scenario, "epoch": epoch, "horizon_s": horizon,
+            "jobs": {"submitted": len(jobs), "finished": sum(1 for j in jobs if j.finished is not None),
+                     "never_started": sum(1 for j in jobs if j.first_start is None)},
+            "classes": classes, "groups": groups,
+            "delivery_overall": sd / so if so > EPS else None,
+            "lost_work_gpu_h": self.lost_gpu_s / 3600, "lost_work_pct": lost_pct,
+            "preemptions": self.preemptions,
+            "occupancy": self.alloc_s / denom if denom else None,
+            "fragmented_gpu_h": self.frag_s / 3600,
+            "unallocated_pct": 100 * total_unalloc / total_deliv if total_deliv > EPS else 0.0,
+            "deadlines": {"jobs": len(dl), "met": met, "met_pct": 100 * met / len(dl) if dl else None},
+            "starvation": {"max_wait_s": max(spells, default=0.0), "groups_below_share_beyond_window": []},
+        }
+        metrics["gates"] = evaluate_gates(metrics, self.tree, gates, exceptions)
+        metrics["starvation"]["groups_below_share_beyond_window"] = [
+            self.tree.paths[i] for i in self.tree.top
+            if (v := groups[self.tree.paths[i]]["min_window_share_delivery"]) is not None and v < gates.share_floor
+        ]
+        return metrics
+
+    def waits(self, horizon: float) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for j in self.jobs.values():
+            start = j.first_start if j.first_start is not None else horizon
+            out.setdefault(j.cls, []).append(start - j.submit)
+        return out
+
+    def first_progress(self, horizon: float) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for j in self.jobs.values():
+            fp = j.first_start + j.startup if j.first_start is not None else horizon
+            out.setdefault(j.cls, []).append(fp - j.submit)
+        return out
+
+    def series(self, max_points: int = 2000) -> Series:
+        step = max(1, -(-len(self.samples_t) // max_points))
+        idx = range(0, len(self.samples_t), step)
+        top = self.tree.top
+        return Series(
+            t=tuple(self.samples_t[i] for i in idx),
+            occupancy=tuple(self.samples_occ[i] for i in idx),
+            owed={self.tree.paths[g]: tuple(float(self.samples_owed[i][g]) for i in idx) for g in top},
+            delivered={self.tree.paths[g]: tuple(float(self.samples_used[i][g]) for i in idx) for g in top},
+        )
+
+
+def evaluate_gates(metrics: dict[str, Any], tree: TreeIndex, gates: Gates,
+                   exceptions: Sequence[ResolvedException]) -> dict[str, Any]:
+    """Rollout gates with a sentence of evidence each (DESIGN.md §3)."""
+    tops = [(tree.paths[i], metrics["groups"][tree.paths[i]]["min_window_share_delivery"]) for i in tree.top]
+    known = [(g, v) for g, v in tops if v is not None]
+    out: dict[str, Any] = {}
+    if known:
+        worst_g, worst = min(known, key=lambda x: x[1])
+        out["share_floor"] = {
+            "pass": worst >= gates.share_floor, "value": worst, "limit": gates.share_floor,
+            "evidence": f"lowest windowed share delivery among top-level groups is {worst:.3f} ({worst_g}); "
+                        f"floor {gates.share_floor:g}",
+        }
+    else:
+        out["share_floor"] = {"pass": True, "value": None, "limit": gates.share_floor,
+                              "evidence": "no top-level group was owed anything in any window"}
+    lost = metrics["lost_work_pct"]
+    out["lost_work_pct"] = {
+        "pass": lost <= gates.lost_work_pct, "value": lost, "limit": gates.lost_work_pct,
+        "evidence": f"{metrics['lost_work_gpu_h']:.1f} GPU-h lost to {metrics['preemptions']} preemptions = "
+                    f"{lost:.2f}% of allocated GPU time; limit {gates.lost_work_pct:g}%",
+    }
+    d = metrics["deadlines"]
+    if d["jobs"]:
+        out["deadline_met_pct"] = {
+            "pass": d["met_pct"] >= gates.deadline_met_pct, "value": d["met_pct"], "limit": gates.deadline_met_pct,
+            "evidence": f"{d['met']} of {d['jobs']} deadline jobs finished in time ({d['met_pct']:.1f}%); "
+                        f"SLO {gates.deadline_met_pct:g}%",
+        }
+    else:
+        out["deadline_met_pct"] = {"pass": True, "value": None, "limit": gates.deadline_met_pct,
+                                   "evidence": "no job had a deadline"}
+    if exceptions:
+        longest = max(exceptions, key=lambda e: e.expires_t)
+        days = longest.expires_t / DAY
+        out["exception_max_days"] = {
+            "pass": days <= gates.exception_max_days, "value": days, "limit": gates.exception_max_days,
+            "evidence": f"{len(exceptions)} exception(s), all with an expiry; the longest ({longest.group}) "
+                        f"runs {fmt_duration(longest.expires_t)} past the epoch; limit {gates.exception_max_days:g} d",
+        }
+    else:
+        out["exception_max_days"] = {"pass": True, "value": 0.0, "limit": gates.exception_max_days,
+                                     "evidence": "no exceptions"}
+    return out

@@ -1,0 +1,166 @@
+"""Queue orderings, one small class per named strategy: the order in which a pass tries jobs.
+
+Each yields (queue key, job id) one at a time; the pass reports back `started` (advance that queue)
+or `failed` (drop that queue for this pass: with free capacity only shrinking within a pass, a job
+that cannot be placed means no later job of the same shape can be either).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+
+from .fairness import priority
+from .snapshot import PendingQueues, QueueKey, Snapshot
+
+
+class QueueCursor:
+    """Per-pass positions in the pending queues, skipping jobs already handled in the pass."""
+
+    def __init__(self, pending: PendingQueues, skip: set[str]) -> None:
+        self.pending = pending
+        self.pos: dict[QueueKey, int] = {}
+        self.skip = skip
+
+    def head(self, key: QueueKey) -> tuple[int, str] | None:
+        q = self.pending.queues[key]
+        i = self.pos.get(key, 0)
+        while i < len(q) and q[i][1] in self.skip:
+            i += 1
+        self.pos[key] = i
+        return q[i] if i < len(q) else None
+
+    def advance(self, key: QueueKey) -> None:
+        self.pos[key] = self.pos.get(key, 0) + 1
+
+
+class MergedOrder:
+    """A global order over all queues by a sort key of the head job (fifo, priority-labels)."""
+
+    def __init__(self, snap: Snapshot, skip: set[str], key: Callable[[QueueKey, int], tuple[int, ...]]) -> None:
+        self.cursor = QueueCursor(snap.pending, skip)
+        self.key = key
+        self.heap: list[tuple[tuple[int, ...], QueueKey, str]] = []
+        for qk in snap.pending.queues:
+            self._push(qk)
+
+    def _push(self, qk: QueueKey) -> None:
+        h = self.cursor.head(qk)
+        if h is not None:
+            heapq.heappush(self.heap, (self.key(qk, h[0]), qk, h[1]))
+
+    def next(self) -> tuple[QueueKey, str] | None:
+        while self.heap:
+            _, qk, jid = self.heap[0]
+            h = self.cursor.head(qk)
+            if h is None or h[1] != jid:  # head moved (skipped job); re-key
+                heapq.heappop(self.heap)
+                self._push(qk)
+                continue
+            return qk, jid
+        return None
+
+    def started(self, qk: QueueKey) -> None:
+        heapq.heappop(self.heap)
+        self.cursor.advance(qk)
+        self._push(qk)
+
+    def failed(self, qk: QueueKey) -> None:
+        heapq.heappop(self.heap)
+
+    def used_changed(self, leaf: int) -> None:
+        return None
+
+
+def submit_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
+    """fifo: submit order (requeued jobs keep their place)."""
+    return MergedOrder(snap, skip, lambda qk, seq: (seq,))
+
+
+def label_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
+    """priority-labels: high, medium, low; submit order within a label."""
+    return MergedOrder(snap, skip, lambda qk, seq: (qk[1], seq))
+
+
+class DebtOrder:
+    """fairshare: walk the tree from the top, at each level into the child with the highest
+    priority (fairness.priority) that still has jobs to try; ties go to the earlier node in the
+    policy file. Within a leaf, submit order over its queues (labels are ignored)."""
+
+    def __init__(self, snap: Snapshot, skip: set[str], used: list[float]) -> None:
+        self.snap, self.tree, self.used = snap, snap.tree, used
+        self.lookahead = snap.policy.scheduling.lookahead
+        self.cursor = QueueCursor(snap.pending, skip)
+        self.live_keys: dict[int, list[QueueKey]] = {
+            leaf: sorted(keys, key=lambda k: (k[1], k[2].per_node, k[2].nodes, k[2].types or ()))
+            for leaf, keys in snap.pending.by_leaf.items()
+        }
+        self.live: list[int] = [0] * len(self.tree.paths)
+        for leaf in self.live_keys:
+            for a in self.tree.leaf_ancestors[leaf]:
+                self.live[a] += 1
+        self.prio = [self._prio(i) for i in range(len(self.tree.paths))]
+        self.current: tuple[QueueKey, str] | None = None
+        self.chosen_path: list[tuple[str, float, str | None, float | None]] = []
+
+    def _prio(self, i: int) -> float:
+        s = self.snap
+        return priority(s.debt[i], s.owed[i], self.used[i], s.entitlement[i], self.lookahead)
+
+    def used_changed(self, leaf: int) -> None:
+        for a in self.tree.leaf_ancestors[leaf]:
+            self.prio[a] = self._prio(a)
+
+    def _pick(self, ids: Sequence[int]) -> tuple[int, int | None]:
+        best = runner = None
+        for i in ids:
+            if self.live[i] <= 0:
+                continue
+            if best is None or self.prio[i] > self.prio[best]:
+                best, runner = i, best
+            elif runner is None or self.prio[i] > self.prio[runner]:
+                runner = i
+        assert best is not None
+        return best, runner
+
+    def next(self) -> tuple[QueueKey, str] | None:
+        while True:
+            ids: Sequence[int] = self.tree.top
+            if not any(self.live[i] > 0 for i in ids):
+                return None
+            self.chosen_path = []
+            while True:
+                node, runner = self._pick(ids)
+                self.chosen_path.append((
+                    self.tree.paths[node], self.prio[node],
+                    self.tree.paths[runner] if runner is not None else None,
+                    self.prio[runner] if runner is not None else None,
+                ))
+                if not self.tree.children[node]:
+                    break
+                ids = self.tree.children[node]
+            best: tuple[int, QueueKey, str] | None = None
+            for qk in self.live_keys[node]:
+                h = self.cursor.head(qk)
+                if h is not None and (best is None or h[0] < best[0]):
+                    best = (h[0], qk, h[1])
+            if best is None:
+                self._kill_leaf(node)
+                continue
+            self.current = (best[1], best[2])
+            return self.current
+
+    def _kill_leaf(self, leaf: int) -> None:
+        if self.live_keys.pop(leaf, None) is not None:
+            for a in self.tree.leaf_ancestors[leaf]:
+                self.live[a] -= 1
+
+    def started(self, qk: QueueKey) -> None:
+        self.cursor.advance(qk)
+
+    def failed(self, qk: QueueKey) -> None:
+        keys = self.live_keys.get(qk[0])
+        if keys is not None:
+            keys.remove(qk)
+            if not keys:
+                self._kill_leaf(qk[0])

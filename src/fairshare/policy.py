@@ -1,0 +1,297 @@
+"""The policy file: budget tree, job classes (execution contracts), GPU rates, exceptions, gates.
+
+Loaded with pydantic; every error names the file and the key path. `TreeIndex` is the flattened
+tree the ledger and scheduler work on (arrays indexed by node id, parents before children).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._units import instant, is_duration_text, parse_duration, to_utc
+from ._validation import load_yaml, validate
+from .errors import InputError
+
+Seconds = float
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _dur(v: Any) -> float:
+    return parse_duration(v)
+
+
+class GroupNode(_Strict):
+    name: str = Field(min_length=1)
+    share: float
+    owner: str | None = None
+    review: dt.date | None = None
+    hypothesis: str | None = None
+    children: tuple[GroupNode, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if "/" in v or v.strip() != v:
+            raise ValueError(f"a group name may not contain '/' or surrounding spaces: {v!r}")
+        return v
+
+    @field_validator("share")
+    @classmethod
+    def _share_positive(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError(f"share must be > 0, got {v}")
+        return v
+
+    @field_validator("children")
+    @classmethod
+    def _unique_children(cls, v: tuple[GroupNode, ...]) -> tuple[GroupNode, ...]:
+        _check_unique(v)
+        return v
+
+
+def _check_unique(nodes: tuple[GroupNode, ...]) -> None:
+    seen: set[str] = set()
+    for n in nodes:
+        if n.name in seen:
+            raise ValueError(f"duplicate sibling name {n.name!r}")
+        seen.add(n.name)
+
+
+class JobClass(_Strict):
+    """An execution contract. Durations in seconds after parsing."""
+
+    protected: Seconds = 0.0
+    max_protected: Seconds | None = None
+    resumable: bool = False
+    checkpoint: Seconds | None = None
+    restore: Seconds = 0.0
+    startup: Seconds = 0.0
+    max_stall: Seconds = 3600.0
+    deadline: Seconds | None = None
+
+    @field_validator(
+        "protected", "max_protected", "checkpoint", "restore", "startup", "max_stall", "deadline",
+        mode="before",
+    )
+    @classmethod
+    def _durations(cls, v: Any) -> Any:
+        return None if v is None else _dur(v)
+
+    @model_validator(mode="after")
+    def _contract(self) -> JobClass:
+        if self.max_protected is not None and self.protected > self.max_protected:
+            raise ValueError(
+                f"protected ({self.protected:g}s) is above max_protected ({self.max_protected:g}s)"
+            )
+        if self.resumable and not (self.checkpoint is not None and self.checkpoint > 0):
+            raise ValueError("a resumable class needs checkpoint > 0")
+        return self
+
+    @property
+    def protected_cap(self) -> float:
+        return self.protected if self.max_protected is None else self.max_protected
+
+
+class ShareException(_Strict):
+    group: str
+    extra_share: float
+    expires: Any
+    approver: str | None = None
+    reason: str | None = None
+
+    @field_validator("extra_share")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError(f"extra_share must be > 0, got {v}")
+        return v
+
+    @field_validator("expires", mode="before")
+    @classmethod
+    def _expiry(cls, v: Any) -> Any:
+        if v is None or v == "":
+            raise ValueError("every exception must have an expiry (expires: a date or a duration)")
+        if isinstance(v, dt.date | dt.datetime) or is_duration_text(v):
+            return v
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+        to_utc(v)  # raises a clear ValueError
+        return v
+
+
+class Gates(_Strict):
+    share_floor: float = 0.9
+    lost_work_pct: float = 5.0
+    deadline_met_pct: float = 95.0
+    exception_max_days: float = 30.0
+
+
+class Scheduling(_Strict):
+    """Knobs of the fairshare strategy (defaults are the documented behaviour)."""
+
+    ordering: Literal["debt"] = "debt"
+    preemption: Literal["over_served", "none"] = "over_served"
+    gang_reserve_after: Seconds = 1800.0
+    lookahead: Seconds = 3600.0
+    deadline_slack: Seconds = 900.0
+
+    @field_validator("gang_reserve_after", "lookahead", "deadline_slack", mode="before")
+    @classmethod
+    def _durations(cls, v: Any) -> Any:
+        return _dur(v)
+
+
+class Policy(_Strict):
+    window: Seconds = 7 * 86400.0
+    gpu_rates: dict[str, float] = Field(default_factory=dict)
+    tree: tuple[GroupNode, ...] = Field(min_length=1)
+    classes: dict[str, JobClass] = Field(min_length=1)
+    exceptions: tuple[ShareException, ...] = ()
+    gates: Gates = Gates()
+    scheduling: Scheduling = Scheduling()
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window(cls, v: Any) -> float:
+        w = _dur(v)
+        if w <= 0:
+            raise ValueError("window must be > 0")
+        return w
+
+    @field_validator("gpu_rates")
+    @classmethod
+    def _rates(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, r in v.items():
+            if not r > 0:
+                raise ValueError(f"rate of {k} must be > 0, got {r}")
+        return v
+
+    @field_validator("tree")
+    @classmethod
+    def _unique_top(cls, v: tuple[GroupNode, ...]) -> tuple[GroupNode, ...]:
+        _check_unique(v)
+        return v
+
+    @model_validator(mode="after")
+    def _exception_groups(self) -> Policy:
+        paths = set(TreeIndex.build(self.tree).paths)
+        for i, ex in enumerate(self.exceptions):
+            if ex.group not in paths:
+                raise ValueError(f"exceptions[{i}].group: no group {ex.group!r} in the tree")
+        return self
+
+
+@dataclass(frozen=True)
+class TreeIndex:
+    """The budget tree flattened: node i has `paths[i]`, `parent[i]` (-1 at top), `children[i]`.
+
+    Nodes are in depth-first order so parents come before children. Static fraction of a node is
+    `share / sum(sibling shares) x parent's fraction`; the top level sums to 1.
+    """
+
+    paths: tuple[str, ...]
+    parent: tuple[int, ...]
+    children: tuple[tuple[int, ...], ...]
+    share: tuple[float, ...]
+    static_frac: tuple[float, ...]
+    depth: tuple[int, ...]
+    top: tuple[int, ...]
+    leaves: tuple[int, ...]
+    leaf_ancestors: tuple[tuple[int, ...], ...]  # per node id: for a leaf, itself and its ancestors
+
+    @staticmethod
+    def build(tree: tuple[GroupNode, ...]) -> TreeIndex:
+        paths: list[str] = []
+        parent: list[int] = []
+        children: list[list[int]] = []
+        share: list[float] = []
+        frac: list[float] = []
+        depth: list[int] = []
+
+        def walk(nodes: tuple[GroupNode, ...], prefix: str, up: int, f: float, d: int) -> list[int]:
+            total = sum(n.share for n in nodes)
+            ids = []
+            for n in nodes:
+                i = len(paths)
+                ids.append(i)
+                paths.append(f"{prefix}/{n.name}" if prefix else n.name)
+                parent.append(up)
+                children.append([])
+                share.append(n.share)
+                frac.append(f * n.share / total)
+                depth.append(d)
+                children[i] = walk(n.children, paths[i], i, frac[i], d + 1)
+            return ids
+
+        top = walk(tree, "", -1, 1.0, 0)
+        leaves = tuple(i for i in range(len(paths)) if not children[i])
+        anc: list[tuple[int, ...]] = []
+        for i in range(len(paths)):
+            chain = [i]
+            while parent[chain[-1]] >= 0:
+                chain.append(parent[chain[-1]])
+            anc.append(tuple(chain))
+        return TreeIndex(
+            paths=tuple(paths),
+            parent=tuple(parent),
+            children=tuple(tuple(c) for c in children),
+            share=tuple(share),
+            static_frac=tuple(frac),
+            depth=tuple(depth),
+            top=tuple(top),
+            leaves=leaves,
+            leaf_ancestors=tuple(anc),
+        )
+
+    def index(self) -> dict[str, int]:
+        return {p: i for i, p in enumerate(self.paths)}
+
+
+@dataclass(frozen=True)
+class ResolvedException:
+    node: int
+    group: str
+    extra_share: float
+    expires_t: float  # replay-clock seconds
+    approver: str | None
+    reason: str | None
+
+
+def resolve_exceptions(
+    policy: Policy, tree: TreeIndex, epoch: dt.datetime, where: str, strict: bool
+) -> tuple[ResolvedException, ...]:
+    """Place exception expiries on the replay clock; in a replay (strict) a past expiry is an error."""
+    idx = tree.index()
+    out = []
+    for i, ex in enumerate(policy.exceptions):
+        t = instant(ex.expires, epoch)
+        if strict and t <= 0:
+            raise InputError(
+                where, f"exceptions[{i}].expires",
+                f"exception for {ex.group} expires at or before the epoch ({epoch.isoformat()})",
+            )
+        out.append(ResolvedException(idx[ex.group], ex.group, ex.extra_share, t, ex.approver, ex.reason))
+    return tuple(out)
+
+
+def load_policy(path: Path | str) -> Policy:
+    p = Path(path)
+    return validate(Policy, load_yaml(p), str(p))
+
+
+def check_rates(policy: Policy, gpu_types: list[str], where: str) -> None:
+    for ty in gpu_types:
+        if ty not in policy.gpu_rates:
+            raise InputError(
+                where, "gpu_rates",
+                f"the cluster has GPU type {ty!r} but the policy has no rate for it "
+                f"(known: {', '.join(sorted(policy.gpu_rates)) or 'none'})",
+            )

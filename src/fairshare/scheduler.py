@@ -1,0 +1,389 @@
+"""The scheduling core: `decide(snapshot, strategy) -> Decisions`, a pure function.
+
+One pass works in numbered phases on a private tentative view of free capacity:
+  1. forced preemptions: runs on nodes whose drain deadline has come (`drain`, every policy) and,
+     with the watchdog, runs that made no progress for their class's max_stall (`no_progress`);
+  2. deadline reservation (fairshare): a pending job whose deadline is near (latest start − slack
+     reached) and still feasible starts first, preempting any run past its protected window if
+     that is what makes it placeable (`deadline`);
+  3. ordered starts: jobs in the strategy's order; a job that does not fit may preempt victims
+     allowed by the strategy's victim rule; otherwise it is held and its shape fails for the pass.
+     With reservation (fairshare), the first job in order that cannot start after waiting at least
+     `gang_reserve_after` gets the GPUs that will hold it soonest reserved: later jobs in the
+     pass may not use them, so a large gang is not starved by a stream of small jobs, and only
+     the group the fair-share order favours can drain capacity this way.
+Victims are runs past protection, least lost work first, and only a set that makes the preemptor
+placeable (no futile preemption); a job never preempts the job that last preempted it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .contract import lost_gpu_s, overhead_of
+from .fairness import may_take_from, priority
+from .placement import Alloc, Shape, Tentative, fits_with, place
+from .snapshot import (
+    Decisions,
+    Hold,
+    HoldReason,
+    Preempt,
+    PreemptReason,
+    QueueKey,
+    RunView,
+    Snapshot,
+    Start,
+)
+from .strategies import Strategy
+from .workload import Job
+
+EPS = 1e-9
+
+
+def num(x: float) -> float | str:
+    """JSON-safe number for evidence (infinity as a string)."""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+class _Pass:
+    def __init__(self, snap: Snapshot, strategy: Strategy) -> None:
+        self.s = snap
+        self.strategy = strategy
+        self.view = Tentative(snap.index)
+        self.used = list(snap.used)
+        self.gone: set[str] = set()
+        self.handled: set[str] = set()
+        self.preempts: list[Preempt] = []
+        self.starts: list[Start] = []
+        self.holds: list[Hold] = []
+        self.failed: list[Shape] = []
+        self.attempts = 0
+        self.tried: str | None = None
+        self.reservation: tuple[str, tuple[int, ...]] | None = None
+        self.sched = snap.policy.scheduling
+
+    # ------------------------------------------------------------------ effects on the pass
+    def _adjust_used(self, leaf: int, delta: float) -> None:
+        for a in self.s.tree.leaf_ancestors[leaf]:
+            self.used[a] += delta
+
+    def preempt(self, r: RunView, reason: PreemptReason, by: str | None, evidence: dict[str, Any]) -> None:
+        lost = lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.kept, r.stall_done, r.job.gpus)
+        self.preempts.append(Preempt(r.job.id, reason, by, lost, evidence))
+        self.gone.add(r.job.id)
+        self.view.give(r.alloc)
+        self._adjust_used(r.job.leaf, -r.charge)
+
+    def start(self, job: Job, alloc: Alloc, evidence: dict[str, Any]) -> None:
+        charge = job.charge_on(self.s.index.nodes[alloc[0][0]], dict(self.s.rates))
+        self.view.take(alloc)
+        self.starts.append(Start(job.id, alloc, charge, evidence))
+        self.handled.add(job.id)
+        self._adjust_used(job.leaf, charge)
+
+    def shape_of(self, job: Job) -> Shape:
+        return self.s.pending.shape_of[job.id][2]
+
+    def wait(self, job: Job) -> float:
+        return self.s.now - self.s.states[job.id].pending_since
+
+    # ------------------------------------------------------------------ phase 1
+    def forced(self) -> None:
+        s = self.s
+        if s.drain_due:
+            for r in s.running.values():
+                hit = sorted(i for i, _ in r.alloc if i in s.drain_due)
+                if hit:
+                    self.preempt(r, "drain", None, {"nodes": [s.index.nodes[i].name for i in hit]})
+        if self.strategy.watchdog:
+            for jid in s.hung:
+                r = s.running[jid]
+                if r.stall_at is not None and jid not in self.gone \
+                        and s.now - r.stall_at >= r.job.max_stall - 1e-6:
+                    self.preempt(r, "no_progress", None, {
+                        "no_progress_since": r.stall_at, "max_stall_s": r.job.max_stall})
+
+    # ------------------------------------------------------------------ victims
+    def _sides(self, a: int, b: int) -> tuple[int, int]:
+        """Children of the lowest common ancestor of leaves a and b on each side."""
+        up_a = self.s.tree.leaf_ancestors[a][::-1]
+        up_b = self.s.tree.leaf_ancestors[b][::-1]
+        i = 0
+        while i < min(len(up_a), len(up_b)) and up_a[i] == up_b[i]:
+            i += 1
+        return up_a[i], up_b[i]
+
+    def _prio(self, node: int) -> float:
+        s = self.s
+        return priority(s.debt[node], s.owed[node], self.used[node], s.entitlement[node], self.sched.lookahead)
+
+    def _candidates(self, job: Job, rule: str) -> list[tuple[float, str, RunView]]:
+        """Runs the rule allows `job` to preempt, least lost work first."""
+        s = self.s
+        out: list[tuple[float, str, RunView]] = []
+        my_state = s.states[job.id]
+        allowed = set(job.gpu_types) if job.gpu_types is not None else None
+        for leaf, runs in s.running_by_leaf.items():
+            if rule == "over_served":
+                if leaf == job.leaf:
+                    continue
+                mine, theirs = self._sides(job.leaf, leaf)
+                if not self._prio(theirs) < self._prio(mine) or \
+                        self.used[theirs] <= s.owed[theirs] + EPS:
+                    continue
+            for r in runs.values():
+                if r.job.id in self.gone or s.now < r.protected_until - EPS:
+                    continue
+                if my_state.preempted_by == r.job.id:
+                    continue  # never preempt back the job that preempted this one
+                if rule == "lower_label" and not r.job.label_rank > job.label_rank:
+                    continue
+                if allowed is not None and s.index.nodes[r.alloc[0][0]].gpu_type not in allowed:
+                    continue
+                lost = lost_gpu_s(r.job, r.t0, s.now, r.overhead, r.kept, r.stall_done, r.job.gpus)
+                out.append((lost, r.job.id, r))
+        out.sort(key=lambda c: (c[0], c[1]))
+        return out[: self.strategy.max_victim_candidates]
+
+    def _allowed_victim(self, job: Job, r: RunView, taken: dict[int, float]) -> bool:
+        """The fair-share exchange condition, with what this selection already took from each side."""
+        mine, theirs = self._sides(job.leaf, r.job.leaf)
+        extra = taken.get(theirs, 0.0)
+        if not may_take_from(self._prio(mine), self._prio(theirs), self.used[mine], self.s.owed[mine],
+                             job.charge, self.used[theirs] - extra, self.s.owed[theirs], r.charge):
+            return False
+        taken[theirs] = extra + r.charge
+        return True
+
+    def find_victims(self, job: Job, rule: str) -> tuple[list[RunView], Alloc, int] | None:
+        """Victims whose GPUs make `job` placeable, at the least lost work.
+
+        Node-centric: for every node of an allowed type, the cheapest victims on it that free
+        enough GPUs for one member of the job (cost = their lost work); then the `nodes` cheapest
+        such nodes of one type. The set is checked for placement (no futile preemption) and, for
+        fair-share, against the exchange condition in least-lost order.
+        """
+        cands = self._candidates(job, rule)
+        if not cands:
+            return None
+        shape = self.shape_of(job)
+        on_node: dict[int, list[tuple[float, str, RunView]]] = {}
+        for c in cands:
+            for i, _ in c[2].alloc:
+                on_node.setdefault(i, []).append(c)
+        index = self.s.index
+        best: tuple[float, int, list[RunView]] | None = None
+        for ty in shape.types if shape.types is not None else range(len(index.types)):
+            options: list[tuple[float, int, list[RunView]]] = []
+            for i in range(len(index.nodes)):
+                if index.node_type[i] != ty or not index.available[i]:
+                    continue
+                have = self.view.avail(i, job.id)
+                need = shape.per_node - have
+                if need <= 0:
+                    options.append((0.0, i, []))
+                    continue
+                picked: list[RunView] = []
+                cost = 0.0
+                for lost, _, r in on_node.get(i, ()):
+                    picked.append(r)
+                    cost += lost
+                    need -= sum(g for n, g in r.alloc if n == i)
+                    if need <= 0:
+                        break
+                if need <= 0:
+                    options.append((cost, i, picked))
+            if len(options) < shape.nodes:
+                continue
+            options.sort(key=lambda o: (o[0], o[1]))
+            chosen = options[: shape.nodes]
+            total = sum(o[0] for o in chosen)
+            victims: dict[str, RunView] = {}
+            for o in chosen:
+                for r in o[2]:
+                    victims.setdefault(r.job.id, r)
+            if best is None or (total, ty) < (best[0], best[1]):
+                best = (total, ty, sorted(victims.values(), key=lambda r: r.job.id))
+        if best is None or not best[2]:
+            return None
+        victims_list = sorted(best[2], key=lambda r: (lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.kept,
+                                                                  r.stall_done, r.job.gpus), r.job.id))
+        if rule == "over_served":
+            taken: dict[int, float] = {}
+            if not all(self._allowed_victim(job, r, taken) for r in victims_list):
+                return None
+        freed: dict[int, int] = {}
+        for r in victims_list:
+            for i, g in r.alloc:
+                freed[i] = freed.get(i, 0) + g
+        alloc = fits_with(self.view, job.id, shape, freed)
+        if alloc is None:
+            return None
+        return victims_list, alloc, len(cands)
+
+    def try_preempting(self, job: Job, rule: str, reason: PreemptReason, evidence: dict[str, Any]) -> bool:
+        if rule == "none" or self.attempts >= self.strategy.max_preempt_attempts:
+            return False
+        self.attempts += 1
+        self.tried = job.id
+        found = self.find_victims(job, rule)
+        if found is None:
+            return False
+        victims, _, considered = found
+        for r in victims:
+            ev: dict[str, Any] = {"candidates_considered": considered, "victim_group": r.job.group,
+                                  "preemptor_group": job.group}
+            if rule == "over_served":
+                mine, theirs = self._sides(job.leaf, r.job.leaf)
+                ev.update(preemptor_side=self.s.tree.paths[mine], preemptor_priority=num(self._prio(mine)),
+                          victim_side=self.s.tree.paths[theirs], victim_priority=num(self._prio(theirs)),
+                          victim_side_used=self.used[theirs], victim_side_owed=self.s.owed[theirs])
+            self.preempt(r, reason, job.id, ev)
+        alloc = place(self.view, job.id, self.shape_of(job))
+        assert alloc is not None, "victim selection guaranteed a placement"
+        self.start(job, alloc, {**evidence, "preempted": [r.job.id for r in victims]})
+        return True
+
+    # ------------------------------------------------------------------ phase 2
+    def deadlines(self) -> None:
+        s = self.s
+        slack = self.sched.deadline_slack
+        for latest_start, _, jid in s.deadline_queue:
+            if latest_start - slack > s.now + EPS:
+                break
+            job = s.pending.jobs.get(jid)
+            if job is None or jid in self.handled or job.deadline is None:
+                continue
+            state = s.states[jid]
+            need = overhead_of(job, state.starts > 0) + job.work - state.kept
+            if s.now + need > job.deadline + EPS:
+                continue  # no longer feasible: ordinary order
+            ev = {"phase": "deadline", "deadline": job.deadline, "latest_start": latest_start}
+            alloc = place(self.view, jid, self.shape_of(job))
+            if alloc is not None:
+                self.start(job, alloc, ev)
+            else:
+                self.try_preempting(job, "any", "deadline", ev)
+
+    # ------------------------------------------------------------------ reservation (in phase 3)
+    def reserve(self, job: Job, shape: Shape, ev: dict[str, Any]) -> None:
+        """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
+        held = self._hold_nodes(job, shape)
+        if held:
+            self.view.held = {i: shape.per_node for i in held}
+            self.view.holder = job.id
+            self.reservation = (job.id, held)
+            ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
+
+    def _hold_nodes(self, job: Job, shape: Shape) -> tuple[int, ...]:
+        """The k nodes of one allowed type with the most free GPUs (ties: lowest index)."""
+        index = self.s.index
+        best: tuple[int, tuple[int, ...]] | None = None
+        for ty in shape.types if shape.types is not None else range(len(index.types)):
+            picked: list[int] = []
+            for bucket in reversed(index.buckets[ty]):
+                picked.extend(sorted(bucket)[: shape.nodes - len(picked)])
+                if len(picked) >= shape.nodes:
+                    break
+            if len(picked) < shape.nodes:
+                continue
+            total = sum(self.view.free(i) for i in picked)
+            if best is None or total > best[0]:
+                best = (total, tuple(sorted(picked)))
+        return best[1] if best else ()
+
+    def _avail_of(self, job: Job) -> int:
+        index = self.s.index
+        tys = self.shape_of(job).types
+        ids = range(len(index.types)) if tys is None else tys
+        total = sum(index.free_of_type(t) for t in ids)
+        for i, f in self.view.overlay.items():
+            if index.available[i] and index.node_type[i] in ids:
+                total += f - index.free[i]
+        return total
+
+    # ------------------------------------------------------------------ phase 3
+    def ordered(self) -> None:
+        s = self.s
+        rule = self.strategy.victims
+        order = self.strategy.order(s, self.handled, self.used)
+        borrowing = rule != "none"
+        while True:
+            if not borrowing and self.view.total_avail() <= 0:
+                break
+            nxt = order.next()
+            if nxt is None:
+                break
+            qk, jid = nxt
+            shape = qk[2]
+            if any(f.dominates(shape) for f in self.failed):
+                order.failed(qk)
+                continue
+            job = s.pending.jobs[jid]
+            ev = self._evidence(order, job)
+            alloc = place(self.view, jid, shape)
+            if alloc is not None:
+                self.start(job, alloc, ev)
+                order.started(qk)
+                order.used_changed(job.leaf)
+                continue
+            reason: PreemptReason = "label" if rule == "lower_label" else "fair_share"
+            before = len(self.preempts)
+            if self.try_preempting(job, rule, reason, ev):
+                order.started(qk)
+                for p in self.preempts[before:]:
+                    order.used_changed(s.running[p.job].job.leaf)
+                order.used_changed(job.leaf)
+                continue
+            self.handled.add(jid)
+            tried = self.tried == jid
+            ev = dict(ev)
+            reason = self._hold_reason(job, shape, tried)
+            if self.reservation is None and self.strategy.gang_reservation and \
+                    self.wait(job) >= self.sched.gang_reserve_after - EPS:
+                self.reserve(job, shape, ev)
+            self.holds.append(Hold(jid, reason, ev))
+            self.failed.append(shape)
+            order.failed(qk)
+            if self.attempts >= self.strategy.max_preempt_attempts:
+                borrowing = False
+
+    def _evidence(self, order: object, job: Job) -> dict[str, Any]:
+        ev: dict[str, Any] = {"phase": "ordered", "order": self.strategy.name, "waited_s": self.wait(job)}
+        path = getattr(order, "chosen_path", None)
+        if path:
+            ev["walk"] = [{"group": g, "priority": num(p), "runner_up": r,
+                           "runner_up_priority": None if rp is None else num(rp)} for g, p, r, rp in path]
+        return ev
+
+    def _hold_reason(self, job: Job, shape: Shape, tried_preempting: bool) -> HoldReason:
+        if tried_preempting:
+            return "no_victims"
+        avail = self._avail_of(job)
+        if avail < job.gpus:
+            return "no_capacity"
+        if self.view.held and job.id != self.view.holder:
+            free_view = self.view.copy()
+            free_view.held = {}
+            if place(free_view, job.id, shape) is not None:
+                return "reserved"
+        return "fragmented"
+
+    def result(self) -> Decisions:
+        return Decisions(tuple(self.preempts), tuple(self.starts), tuple(self.holds), self.reservation)
+
+
+def decide(snap: Snapshot, strategy: Strategy) -> Decisions:
+    """One scheduling pass on a snapshot. Pure: reads the snapshot, returns decisions."""
+    p = _Pass(snap, strategy)
+    p.forced()
+    if strategy.deadline_reservation and snap.deadline_queue:
+        p.deadlines()
+    p.ordered()
+    return p.result()
+
+
+__all__ = ["QueueKey", "decide"]

@@ -1,0 +1,380 @@
+"""Discrete-event replay driving the scheduling core (DESIGN.md §1, FORMATS.md replay semantics).
+
+The event heap is keyed by (t, rank, sequence): equal times resolve in FORMATS.md's order
+(finishes, drains/undrains, submits, then one scheduling pass) and equal ranks in push order, so the
+same inputs always give the same event log. The simulator owns time and I/O; the core only sees a
+Snapshot. Internal wake-ups (protection ends, hangs, deadline latest starts, gang waits, exception
+expiries) never appear in events.jsonl; they only make a pass happen at that instant.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._units import format_epoch
+from .cluster import Cluster
+from .contract import kept_on_preempt, overhead_of, plan_run, run_progress
+from .ledger import Ledger, effective_fractions, effective_shares, water_fill
+from .metrics import IntervalState, MetricsRecorder
+from .placement import FreeIndex
+from .policy import Policy, ResolvedException, TreeIndex, resolve_exceptions
+from .results import ReplayResult
+from .scheduler import decide
+from .snapshot import Decisions, JobState, PendingQueues, RunView, Snapshot
+from .strategies import Strategy, get_strategy
+from .workload import Job
+
+FINISH, DRAIN, SUBMIT, WAKE = 0, 1, 2, 3
+
+
+@dataclass
+class ReplayOutput:
+    events: list[str]
+    decisions: list[str]
+    result: ReplayResult
+
+
+@dataclass
+class _Fleet:
+    """Capacity bookkeeping kept incrementally (no per-event scan of the nodes)."""
+
+    index: FreeIndex
+    rates: list[float]
+    capacity: float = 0.0
+    allocated: int = 0
+    idle_available: int = 0
+    draining: dict[int, float] = field(default_factory=dict)  # node -> drain deadline
+
+    def __post_init__(self) -> None:
+        self.capacity = sum(r * n.gpus for r, n in zip(self.rates, self.index.nodes, strict=True))
+        self.idle_available = sum(n.gpus for n in self.index.nodes)
+
+    def change_free(self, i: int, delta: int) -> None:
+        self.index.set_free(i, self.index.free[i] + delta)
+        self.allocated -= delta
+        if i in self.draining:
+            self.capacity += self.rates[i] * -delta
+        else:
+            self.idle_available += delta
+
+    def drain(self, i: int, deadline: float) -> None:
+        if i not in self.draining:
+            self.capacity -= self.rates[i] * self.index.free[i]
+            self.idle_available -= self.index.free[i]
+            self.index.set_available(i, False)
+        self.draining[i] = deadline
+
+    def undrain(self, i: int) -> None:
+        if self.draining.pop(i, None) is not None:
+            self.capacity += self.rates[i] * self.index.free[i]
+            self.idle_available += self.index.free[i]
+            self.index.set_available(i, True)
+
+
+class Simulator:
+    """One replay of one policy over one workload. Each instance owns all of its state."""
+
+    def __init__(self, policy: Policy, tree: TreeIndex, cluster: Cluster, jobs: Sequence[Job],
+                 strategy: Strategy | str, scenario: str = "workload", where: str = "policy",
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.policy, self.tree, self.cluster, self.jobs = policy, tree, cluster, list(jobs)
+        self.strategy = get_strategy(strategy, policy.scheduling.preemption) if isinstance(strategy, str) else strategy
+        self.scenario = scenario
+        self.progress = progress
+        self.rates = dict(policy.gpu_rates)
+        self.exceptions: tuple[ResolvedException, ...] = resolve_exceptions(
+            policy, tree, cluster.epoch, where, strict=True)
+        index = FreeIndex(cluster.nodes)
+        self.fleet = _Fleet(index, [self.rates.get(n.gpu_type, 1.0) for n in cluster.nodes])
+        self.heap: list[tuple[float, int, int, str, Any]] = []
+        self.seq = 0
+        self.t = 0.0
+        self.states: dict[str, JobState] = {}
+        self.pending = PendingQueues()
+        self.running: dict[str, RunView] = {}
+        self.by_leaf: dict[int, dict[str, RunView]] = {}
+        self.run_token: dict[str, int] = {}
+        self.hung: dict[str, float] = {}
+        self.deadline_q: list[tuple[float, int, str]] = []
+        n = len(tree.paths)
+        self.leaf_pending = [0.0] * n
+        self.leaf_used = [0.0] * n
+        self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
+        self.shares = effective_shares(tree, self.exceptions, 0.0)
+        self.fraction = effective_fractions(tree, self.shares)
+        self.ledger = Ledger(n, policy.window)
+        self.metrics = MetricsRecorder(tree, policy.window)
+        self.events: list[str] = []
+        self.decisions: list[str] = []
+        self.last_hold: dict[str, str] = {}
+        self.finished = 0
+        self.dirty = True
+        self.rates_state: IntervalState | None = None
+        self.used_vec: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(n)
+        self.owed_vec: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(n)
+
+    # ------------------------------------------------------------------ heap
+    def push(self, t: float, rank: int, kind: str, payload: Any) -> None:
+        heapq.heappush(self.heap, (t, rank, self.seq, kind, payload))
+        self.seq += 1
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        self.events.append(json.dumps(obj))
+
+    # ------------------------------------------------------------------ rates and integration
+    def _recompute(self) -> IntervalState:
+        tree = self.tree
+        n = len(tree.paths)
+        demand = [0.0] * n
+        used = [0.0] * n
+        for leaf in tree.leaves:
+            d = self.leaf_pending[leaf] + self.leaf_used[leaf]
+            u = self.leaf_used[leaf]
+            if d or u:
+                for a in tree.leaf_ancestors[leaf]:
+                    demand[a] += d
+                    used[a] += u
+        owed = water_fill(tree, self.fleet.capacity, demand, self.shares)
+        self.owed_vec = np.asarray(owed)
+        self.used_vec = np.asarray(used)
+        self.ledger.set_rates(self.owed_vec, self.used_vec)
+        return IntervalState(self.owed_vec, self.used_vec, self.fleet.capacity, self.fleet.allocated,
+                             self.fleet.idle_available, self._fragmented())
+
+    def _fragmented(self) -> float:
+        """Idle GPUs of types that some pending job could use but not be placed on (FORMATS.md)."""
+        index = self.fleet.index
+        blocked: set[int] = set()
+        for (types, gpus, k), count in self.pending_shapes.items():
+            if count <= 0:
+                continue
+            ids = range(len(index.types)) if types is None else [index.type_id[t] for t in types]
+            ok = [ty for ty in ids if index.count_at_least(ty, 0) > 0]
+            if gpus > sum(index.free_of_type(ty) for ty in ok):
+                continue
+            per = gpus / k
+            if not any(index.count_at_least(ty, per - 1e-6) >= k for ty in ok):
+                blocked.update(ok)
+        return float(sum(index.free_of_type(ty) for ty in sorted(blocked)))
+
+    def advance(self, t: float) -> None:
+        if self.dirty or self.rates_state is None:
+            self.rates_state = self._recompute()
+            self.dirty = False
+        if t > self.t:
+            self.ledger.advance(t)
+            self.metrics.interval(self.t, t, self.rates_state)
+            self.t = t
+
+    # ------------------------------------------------------------------ events
+    def _submit(self, job: Job) -> None:
+        self.states[job.id] = JobState(pending_since=job.submit)
+        self.metrics.job_submitted(job)
+        self.emit(job.submit_event())
+        self._to_pending(job)
+
+    def _to_pending(self, job: Job) -> None:
+        self.pending.add(job, self.fleet.index)
+        self.leaf_pending[job.leaf] += job.charge
+        self.pending_shapes[(job.gpu_types, job.gpus, job.nodes)] += 1
+        if job.deadline is not None:
+            st = self.states[job.id]
+            latest = job.deadline - (overhead_of(job, st.starts > 0) + job.work - st.kept)
+            bisect.insort(self.deadline_q, (latest, job.seq, job.id))
+            wake = latest - self.policy.scheduling.deadline_slack
+            if wake > self.t:
+                self.push(wake, WAKE, "wake", None)
+        if self.strategy.gang_reservation and job.nodes > 1:
+            self.push(self.t + self.policy.scheduling.gang_reserve_after, WAKE, "wake", None)
+        self.dirty = True
+
+    def _from_pending(self, job: Job) -> None:
+        self.pending.remove(job)
+        self.leaf_pending[job.leaf] -= job.charge
+        key = (job.gpu_types, job.gpus, job.nodes)
+        self.pending_shapes[key] -= 1
+        if not self.pending_shapes[key]:
+            del self.pending_shapes[key]
+        if job.deadline is not None:
+            self.deadline_q = [e for e in self.deadline_q if e[2] != job.id]
+        self.dirty = True
+
+    def _start(self, job: Job, alloc: tuple[tuple[int, int], ...], charge: float) -> None:
+        t = self.t
+        st = self.states[job.id]
+        self._from_pending(job)
+        for i, g in alloc:
+            self.fleet.change_free(i, -g)
+        plan = plan_run(job, t, st.kept, st.starts > 0, st.stall_done)
+        view = RunView(job, t, alloc, charge, plan.overhead, st.kept, st.stall_done, plan.protected_until,
+                       plan.stall_at)
+        st.starts += 1
+        self.running[job.id] = view
+        self.by_leaf.setdefault(job.leaf, {})[job.id] = view
+        self.leaf_used[job.leaf] += charge
+        token = self.run_token.get(job.id, 0) + 1
+        self.run_token[job.id] = token
+        if plan.finish_at is not None:
+            self.push(plan.finish_at, FINISH, "finish", (job.id, token))
+        if plan.stall_at is not None:
+            self.push(plan.stall_at, WAKE, "stall", (job.id, token))
+            self.push(plan.stall_at + job.max_stall, WAKE, "wake", None)
+        if self.strategy.victims != "none" and job.protected > 0:
+            self.push(plan.protected_until, WAKE, "wake", None)
+        self.metrics.job_started(job.id, t)
+        self.emit({"t": t, "type": "start", "job": job.id,
+                   "alloc": {self.cluster.nodes[i].name: g for i, g in alloc}, "charge": charge})
+        self.dirty = True
+
+    def _stop(self, job_id: str) -> RunView:
+        view = self.running.pop(job_id)
+        del self.by_leaf[view.job.leaf][job_id]
+        if not self.by_leaf[view.job.leaf]:
+            del self.by_leaf[view.job.leaf]
+        self.hung.pop(job_id, None)
+        for i, g in view.alloc:
+            self.fleet.change_free(i, g)
+        self.leaf_used[view.job.leaf] -= view.charge
+        self.run_token[job_id] = self.run_token.get(job_id, 0) + 1
+        self.dirty = True
+        return view
+
+    def _finish(self, job_id: str) -> None:
+        self._stop(job_id)
+        self.finished += 1
+        self.metrics.job_finished(job_id, self.t)
+        self.emit({"t": self.t, "type": "finish", "job": job_id})
+
+    def _preempt(self, job_id: str, reason: str, by: str | None, lost: float) -> None:
+        view = self._stop(job_id)
+        job, st = view.job, self.states[job_id]
+        progress, reached = run_progress(job, view.t0, self.t, view.overhead, view.kept, view.stall_done)
+        kept = kept_on_preempt(job, progress, view.kept)
+        st.kept = view.kept + kept if job.resumable else 0.0
+        if reached or (view.stall_at is not None and self.t >= view.stall_at):
+            st.stall_done = True
+        st.preempted_by = by
+        st.pending_since = self.t
+        self.metrics.job_preempted(job_id, self.t, lost)
+        self.emit({"t": self.t, "type": "preempt", "job": job_id, "reason": reason, "by": by, "lost_gpu_s": lost})
+        self._to_pending(job)
+
+    def _drain(self, nodes: tuple[int, ...], deadline: float) -> None:
+        for i in nodes:
+            self.fleet.drain(i, deadline)
+            self.emit({"t": self.t, "type": "drain", "node": self.cluster.nodes[i].name, "deadline": deadline})
+        self.dirty = True
+
+    def _undrain(self, nodes: tuple[int, ...]) -> None:
+        for i in nodes:
+            if i in self.fleet.draining:
+                self.fleet.undrain(i)
+                self.emit({"t": self.t, "type": "undrain", "node": self.cluster.nodes[i].name})
+        self.dirty = True
+
+    def _handle(self, kind: str, payload: Any) -> None:
+        if kind == "finish":
+            job_id, token = payload
+            if self.run_token.get(job_id) == token and job_id in self.running:
+                self._finish(job_id)
+        elif kind == "submit":
+            self._submit(payload)
+        elif kind == "drain":
+            self._drain(*payload)
+        elif kind == "undrain":
+            self._undrain(payload)
+        elif kind == "stall":
+            job_id, token = payload
+            if self.run_token.get(job_id) == token and job_id in self.running:
+                self.hung[job_id] = self.t
+        elif kind == "expiry":
+            self.shares = effective_shares(self.tree, self.exceptions, self.t)
+            self.fraction = effective_fractions(self.tree, self.shares)
+            self.dirty = True
+
+    # ------------------------------------------------------------------ the pass
+    def _pass(self) -> None:
+        due = frozenset(i for i, d in self.fleet.draining.items() if self.t >= d - 1e-9)
+        if not len(self.pending) and not due and not self.hung:
+            return
+        if self.dirty:
+            self.advance(self.t)
+        snap = Snapshot(
+            now=self.t, policy=self.policy, tree=self.tree, rates=self.rates, index=self.fleet.index,
+            drain_due=due, running=self.running, running_by_leaf=self.by_leaf, pending=self.pending,
+            states=self.states, debt=self.ledger.debt().tolist(), owed=self.owed_vec.tolist(),
+            used=self.used_vec.tolist(), entitlement=self.ledger.owed_sum.tolist(), fraction=self.fraction, hung=tuple(self.hung),
+            deadline_queue=self.deadline_q,
+        )
+        d = decide(snap, self.strategy)
+        self._apply(d)
+
+    def _apply(self, d: Decisions) -> None:
+        for p in d.preempts:
+            self._preempt(p.job, p.reason, p.by, p.lost_gpu_s)
+            self._audit("preempt", p.job, {"reason": p.reason, "by": p.by, "lost_gpu_s": p.lost_gpu_s,
+                                           **p.evidence})
+        for s in d.starts:
+            job = self.pending.jobs[s.job]
+            self._start(job, s.alloc, s.charge)
+            self.last_hold.pop(s.job, None)
+            self._audit("start", s.job, {"nodes": [self.cluster.nodes[i].name for i, _ in s.alloc], **s.evidence})
+        for h in d.holds:
+            if self.last_hold.get(h.job) != h.reason:
+                self.last_hold[h.job] = h.reason
+                self._audit("hold", h.job, {"reason": h.reason, **h.evidence})
+
+    def _audit(self, kind: str, job: str, evidence: dict[str, Any]) -> None:
+        self.decisions.append(json.dumps({"t": self.t, "decision": kind, "job": job, **evidence}))
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> ReplayOutput:
+        horizon = self.cluster.horizon
+        for job in self.jobs:
+            self.push(job.submit, SUBMIT, "submit", job)
+        for m in self.cluster.maintenance:
+            self.push(m.start, DRAIN, "drain", (m.nodes, m.deadline))
+            if m.deadline > m.start:
+                self.push(m.deadline, WAKE, "wake", None)
+            if m.end is not None:
+                self.push(m.end, DRAIN, "undrain", m.nodes)
+        for ex in self.exceptions:
+            self.push(ex.expires_t, DRAIN, "expiry", None)
+        total = len(self.jobs)
+        end: float | None = None
+        processed = 0
+        while self.heap:
+            t = self.heap[0][0]
+            if horizon is not None and t > horizon:
+                break
+            self.advance(t)
+            while self.heap and self.heap[0][0] == t:
+                _, _, _, kind, payload = heapq.heappop(self.heap)
+                self._handle(kind, payload)
+            self._pass()
+            if self.progress is not None and self.finished - processed >= 1000:
+                self.progress(self.finished - processed)
+                processed = self.finished
+            if self.finished == total:
+                end = t
+                break
+        if end is None:
+            end = horizon if horizon is not None else self.t
+        self.advance(end)
+        self.emit({"t": end, "type": "end"})
+        if self.progress is not None:
+            self.progress(self.finished - processed)
+        metrics = self.metrics.finalize(end, self.strategy.name, self.scenario, format_epoch(self.cluster.epoch),
+                                        self.policy.gates, self.exceptions)
+        waits = {c: tuple(v) for c, v in self.metrics.waits(end).items()}
+        result = ReplayResult(self.strategy.name, self.scenario, metrics, self.metrics.series(), waits,
+                              dict(self.metrics.lost_by_top))
+        return ReplayOutput(self.events, self.decisions, result)

@@ -1,0 +1,148 @@
+"""The scheduler's input: an immutable-by-contract snapshot of the cluster, queues and ledger.
+
+A driver (simulator, service, Slurm driver) builds a Snapshot and calls `scheduler.decide` on it.
+Large collections are read-only views of the driver's own structures, valid for the duration of
+the call: the scheduler never mutates them (a test checks it) and never reads a clock or does I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .placement import Alloc, FreeIndex, Shape, type_ids
+from .policy import Policy, TreeIndex
+from .workload import LABELS, Job
+
+LABEL_RANK = {name: i for i, name in enumerate(LABELS)}  # high=0 first
+
+PreemptReason = Literal["fair_share", "label", "drain", "deadline", "no_progress"]
+HoldReason = Literal["no_capacity", "fragmented", "reserved", "no_victims", "drained"]
+PREEMPT_REASONS: tuple[PreemptReason, ...] = ("fair_share", "label", "drain", "deadline", "no_progress")
+HOLD_REASONS: tuple[HoldReason, ...] = ("no_capacity", "fragmented", "reserved", "no_victims", "drained")
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """One running job as the scheduler sees it."""
+
+    job: Job
+    t0: float
+    alloc: Alloc
+    charge: float
+    overhead: float
+    kept: float  # progress kept before this run
+    stall_done: bool
+    protected_until: float
+    stall_at: float | None  # when progress stopped (or will stop) in this run; None: no hang
+
+
+@dataclass(slots=True)
+class JobState:
+    """Mutable per-job record owned by the driver."""
+
+    kept: float = 0.0
+    starts: int = 0
+    stall_done: bool = False
+    pending_since: float = 0.0
+    preempted_by: str | None = None  # the job that last preempted this one
+
+
+QueueKey = tuple[int, int, Shape]  # (leaf, label rank, shape)
+
+
+@dataclass
+class PendingQueues:
+    """Pending jobs in sorted queues keyed by (leaf, label rank, shape); each sorted by submit seq.
+
+    Requeued jobs go back to their submit position. Owned and updated by the driver.
+    """
+
+    queues: dict[QueueKey, list[tuple[int, str]]] = field(default_factory=dict)
+    by_leaf: dict[int, set[QueueKey]] = field(default_factory=dict)
+    jobs: dict[str, Job] = field(default_factory=dict)
+    shape_of: dict[str, QueueKey] = field(default_factory=dict)
+
+    def add(self, job: Job, index: FreeIndex) -> None:
+        key = (job.leaf, LABEL_RANK[job.label], Shape(type_ids(index, job.gpu_types) if job.gpu_types
+                                                      else None, job.per_node, job.nodes))
+        q = self.queues.get(key)
+        if q is None:
+            q = self.queues[key] = []
+            self.by_leaf.setdefault(job.leaf, set()).add(key)
+        bisect.insort(q, (job.seq, job.id))
+        self.jobs[job.id] = job
+        self.shape_of[job.id] = key
+
+    def remove(self, job: Job) -> None:
+        key = self.shape_of.pop(job.id)
+        del self.jobs[job.id]
+        q = self.queues[key]
+        i = bisect.bisect_left(q, (job.seq, job.id))
+        del q[i]
+        if not q:
+            del self.queues[key]
+            leaf_keys = self.by_leaf[job.leaf]
+            leaf_keys.discard(key)
+            if not leaf_keys:
+                del self.by_leaf[job.leaf]
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now: float
+    policy: Policy
+    tree: TreeIndex
+    rates: Mapping[str, float]
+    index: FreeIndex
+    drain_due: frozenset[int]  # draining nodes whose drain deadline has come
+    running: Mapping[str, RunView]  # in start order
+    running_by_leaf: Mapping[int, Mapping[str, RunView]]
+    pending: PendingQueues
+    states: Mapping[str, JobState]
+    debt: Sequence[float]  # window debt per tree node, GPU-equivalent seconds
+    owed: Sequence[float]  # owed rate per tree node now
+    used: Sequence[float]  # running charge per tree node now
+    entitlement: Sequence[float]  # ∫owed over the window per tree node (GPU-equivalent seconds)
+    fraction: Sequence[float]  # effective share fraction per tree node (exceptions included)
+    hung: Sequence[str] = ()  # running jobs that have stopped making progress
+    deadline_queue: Sequence[tuple[float, int, str]] = ()  # pending deadline jobs by latest start
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    job: str
+    alloc: Alloc
+    charge: float
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    job: str
+    reason: PreemptReason
+    by: str | None
+    lost_gpu_s: float
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    job: str
+    reason: HoldReason
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Preemptions take effect before starts (FORMATS.md, order within one instant)."""
+
+    preempts: tuple[Preempt, ...]
+    starts: tuple[Start, ...]
+    holds: tuple[Hold, ...]
+    reservation: tuple[str, tuple[int, ...]] | None = None  # (job, nodes held for it)

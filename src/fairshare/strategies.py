@@ -1,0 +1,80 @@
+"""Named scheduling policies: each is a bundle of small strategy functions chosen by name.
+
+    fifo             submit order, first fit (any later job that fits starts), no reservation,
+                     no preemption (DESIGN.md §3)
+    priority-labels  (label, submit) order, first fit; a higher label may preempt a lower one past
+                     its protected window when it cannot otherwise fit (reason `label`)
+    fairshare        debt order down the budget tree; deadline class reservation; head-gang
+                     reservation after a bounded wait; preemption of over-served groups' runs past
+                     protection (reason `fair_share`)
+
+The execution contract is enforced under every policy, because it belongs to the jobs and the
+cluster, not to the queue order: runs on a node past its drain deadline are preempted (`drain`),
+and a run that has made no progress for its class's `max_stall` is preempted (`no_progress`, the
+hang watchdog, as a time limit would end it on a real cluster). The baselines differ from
+fairshare in ordering, reservation and fairness preemption only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from .ordering import DebtOrder, label_order, submit_order
+from .snapshot import QueueKey, Snapshot
+
+
+class Order(Protocol):
+    def next(self) -> tuple[QueueKey, str] | None: ...
+    def started(self, qk: QueueKey) -> None: ...
+    def failed(self, qk: QueueKey) -> None: ...
+    def used_changed(self, leaf: int) -> None: ...
+
+
+OrderFactory = Callable[[Snapshot, set[str], list[float]], Order]
+VictimRule = Literal["none", "over_served", "lower_label"]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    order: OrderFactory
+    victims: VictimRule
+    watchdog: bool  # preempt hung jobs after max_stall (no_progress)
+    deadline_reservation: bool
+    gang_reservation: bool
+    max_preempt_attempts: int = 8
+    max_victim_candidates: int = 512
+
+
+def _fifo(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
+    return submit_order(snap, skip)
+
+
+def _labels(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
+    return label_order(snap, skip)
+
+
+def _debt(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
+    return DebtOrder(snap, skip, used)
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "fairshare": Strategy("fairshare", _debt, "over_served", watchdog=True, deadline_reservation=True,
+                          gang_reservation=True),
+    "fifo": Strategy("fifo", _fifo, "none", watchdog=True, deadline_reservation=False,
+                     gang_reservation=False),
+    "priority-labels": Strategy("priority-labels", _labels, "lower_label", watchdog=True,
+                                deadline_reservation=False, gang_reservation=False),
+}
+
+
+def get_strategy(name: str, snap_policy_preemption: str = "over_served") -> Strategy:
+    try:
+        s = STRATEGIES[name]
+    except KeyError:
+        raise KeyError(f"unknown policy {name!r} (known: {', '.join(STRATEGIES)})") from None
+    if name == "fairshare" and snap_policy_preemption == "none":
+        return Strategy(s.name, s.order, "none", s.watchdog, s.deadline_reservation, s.gang_reservation)
+    return s

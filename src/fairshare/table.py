@@ -1,0 +1,283 @@
+"""Plain-text comparison tables for the terminal, and the row model the HTML report shares.
+
+`metric_rows` turns the metrics of several replays (one per policy) into labelled rows of display
+strings; `format_comparison` lays them out as aligned columns and `report.py` renders the same rows as
+HTML. Absent or null values print as "—". Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fairshare.results import Comparison, ReplayResult
+
+NA = "—"
+
+# Known gates: how to show their value and which side of the limit passes. Others print as numbers.
+_GATE_ORDER = ("share_floor", "lost_work_pct", "deadline_met_pct", "exception_max_days")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One table row: a label and one display string per policy.
+
+    A `heading` row starts a section and has no cells. Gate rows also carry, per policy, the verdict
+    (True = pass, False = fail, None = unknown) and the evidence sentence.
+    """
+
+    label: str
+    cells: tuple[str, ...] = ()
+    heading: bool = False
+    verdicts: tuple[bool | None, ...] = ()
+    evidence: tuple[str, ...] = ()
+
+
+def number(value: object) -> float | None:
+    """The value as a finite float, or None for null, booleans, text and NaN/inf."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    result = float(value)
+    return result if math.isfinite(result) else None
+
+
+_UNITS = ((86400, "d"), (3600, "h"), (60, "m"), (1, "s"))
+
+
+def fmt_duration(seconds: object) -> str:
+    """Two most significant units, rounded: 250 -> 4m10s, 7379 -> 2h3m, 93784 -> 1d2h; null -> "—"."""
+    value = number(seconds)
+    if value is None:
+        return NA
+    sign, s = ("-" if value < 0 else ""), abs(value)
+    for i, (size, unit) in enumerate(_UNITS):
+        minor_size, minor_unit = _UNITS[min(i + 1, len(_UNITS) - 1)]
+        rounded = round(s / minor_size) * minor_size
+        if rounded >= size:
+            major, minor = divmod(rounded, size)
+            text = f"{major}{unit}"
+            if minor and minor_size != size:
+                text += f"{minor // minor_size}{minor_unit}"
+            return sign + text
+    return "0s"
+
+
+def fmt_num(value: object) -> str:
+    """A quantity such as GPU-hours: 0, 2 decimals below 10, 1 below 1000, then thousands separators."""
+    v = number(value)
+    if v is None:
+        return NA
+    if v == 0:
+        return "0"
+    if abs(v) < 10:
+        return f"{v:.2f}"
+    if abs(v) < 1000:
+        return f"{v:.1f}"
+    return f"{v:,.0f}"
+
+
+def fmt_int(value: object) -> str:
+    v = number(value)
+    return NA if v is None else f"{round(v):,}"
+
+
+def fmt_pct(value: object) -> str:
+    """A value already in percent: 12.345 -> 12.3%, 0.042 -> 0.04%."""
+    v = number(value)
+    if v is None:
+        return NA
+    return f"{v:.2f}%" if 0 < abs(v) < 1 else f"{v:.1f}%"
+
+
+def fmt_ratio_pct(value: object) -> str:
+    """A fraction shown as percent: 0.934 -> 93.4%."""
+    v = number(value)
+    return NA if v is None else f"{100 * v:.1f}%"
+
+
+def _fmt_days(value: object) -> str:
+    v = number(value)
+    return NA if v is None else f"{v:g} days"
+
+
+_GATES: dict[str, tuple[Callable[[object], str], str]] = {
+    "share_floor": (fmt_ratio_pct, "≥ "),
+    "lost_work_pct": (fmt_pct, "≤ "),
+    "deadline_met_pct": (fmt_pct, "≥ "),
+    "exception_max_days": (_fmt_days, "≤ "),
+}
+
+
+def dig(mapping: object, *keys: str) -> Any:
+    """mapping[k1][k2]... or None when any level is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(mapping, Mapping):
+            return None
+        mapping = mapping.get(key)
+    return mapping
+
+
+def top_level_groups(results: Sequence[ReplayResult]) -> list[str]:
+    """Sorted top-level group paths (no '/') found in any result's metrics."""
+    names: set[str] = set()
+    for r in results:
+        groups = r.metrics.get("groups")
+        if isinstance(groups, Mapping):
+            names.update(str(g) for g in groups if "/" not in str(g))
+    return sorted(names)
+
+
+def class_names(results: Sequence[ReplayResult]) -> list[str]:
+    """Sorted class names found in any result's metrics or waits."""
+    names: set[str] = set()
+    for r in results:
+        classes = r.metrics.get("classes")
+        if isinstance(classes, Mapping):
+            names.update(str(c) for c in classes)
+        names.update(r.waits)
+    return sorted(names)
+
+
+def gate_names(results: Sequence[ReplayResult]) -> list[str]:
+    found: set[str] = set()
+    for r in results:
+        gates = r.metrics.get("gates")
+        if isinstance(gates, Mapping):
+            found.update(str(g) for g in gates)
+    return [g for g in _GATE_ORDER if g in found] + sorted(found.difference(_GATE_ORDER))
+
+
+def gate_text(name: str, gate: object) -> tuple[bool | None, str, str, str]:
+    """(verdict, verdict word, "value (limit)" text, evidence) of one gate entry."""
+    fmt, side = _GATES.get(name, (fmt_num, ""))
+    passed = dig(gate, "pass")
+    verdict = passed if isinstance(passed, bool) else None
+    word = NA if verdict is None else ("PASS" if verdict else "FAIL")
+    limit = dig(gate, "limit")
+    limit_text = NA if number(limit) is None else side + fmt(limit)
+    evidence = dig(gate, "evidence")
+    return verdict, word, f"{fmt(dig(gate, 'value'))} ({limit_text})", str(evidence or "")
+
+
+Cell = Callable[[Mapping[str, Any]], str]
+
+
+def _at(fmt: Callable[[object], str], *keys: str) -> Cell:
+    return lambda m: fmt(dig(m, *keys))
+
+
+def _durations(cls: str, p50: str, p90: str) -> Cell:
+    return lambda m: _pair(fmt_duration(dig(m, "classes", cls, p50)),
+                           fmt_duration(dig(m, "classes", cls, p90)))
+
+
+def _pair(a: str, b: str) -> str:
+    return NA if a == NA and b == NA else f"{a} / {b}"
+
+
+def _deadlines(m: Mapping[str, Any]) -> str:
+    pct = fmt_pct(dig(m, "deadlines", "met_pct"))
+    met, jobs = number(dig(m, "deadlines", "met")), number(dig(m, "deadlines", "jobs"))
+    if pct == NA or met is None or jobs is None:
+        return pct
+    return f"{pct} ({round(met)}/{round(jobs)})"
+
+
+def _below(m: Mapping[str, Any]) -> str:
+    groups = dig(m, "starvation", "groups_below_share_beyond_window")
+    if not isinstance(groups, list):
+        return NA
+    return ", ".join(str(g) for g in groups) if groups else "none"
+
+
+def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
+    """The comparison rows, one cell per result (policy), in a fixed order."""
+    ms = [r.metrics for r in results]
+
+    def row(label: str, cell: Cell) -> Row:
+        return Row(label, tuple(cell(m) for m in ms))
+
+    classes = class_names(results)
+    rows = [Row("Jobs", heading=True),
+            row("submitted", _at(fmt_int, "jobs", "submitted")),
+            row("finished", _at(fmt_int, "jobs", "finished")),
+            row("never started", _at(fmt_int, "jobs", "never_started")),
+            *(row(f"{c} jobs", _at(fmt_int, "classes", c, "jobs")) for c in classes),
+            Row("Wait to start, p50 / p90", heading=True),
+            *(row(c, _durations(c, "wait_p50_s", "wait_p90_s")) for c in classes),
+            Row("Wait to first progress, p50 / p90", heading=True),
+            *(row(c, _durations(c, "first_progress_p50_s", "first_progress_p90_s")) for c in classes),
+            Row("Share delivery (delivered / owed)", heading=True),
+            *(row(g, _at(fmt_ratio_pct, "groups", g, "share_delivery")) for g in top_level_groups(results)),
+            row("overall", _at(fmt_ratio_pct, "delivery_overall")),
+            Row("Preemption", heading=True),
+            row("lost work GPU-h", _at(fmt_num, "lost_work_gpu_h")),
+            row("lost work %", _at(fmt_pct, "lost_work_pct")),
+            row("preemptions", _at(fmt_int, "preemptions")),
+            Row("Capacity", heading=True),
+            row("occupancy", _at(fmt_ratio_pct, "occupancy")),
+            row("fragmented GPU-h", _at(fmt_num, "fragmented_gpu_h")),
+            row("unallocated %", _at(fmt_pct, "unallocated_pct")),
+            Row("Deadlines and starvation", heading=True),
+            row("deadlines met", _deadlines),
+            row("longest wait", _at(fmt_duration, "starvation", "max_wait_s")),
+            row("groups below share", _below)]
+    names = gate_names(results)
+    if names:
+        rows.append(Row("Gates", heading=True))
+    for name in names:
+        parts = [gate_text(name, dig(m, "gates", name)) for m in ms]
+        rows.append(Row(name, tuple(f"{word} {value}" for _, word, value, _ in parts),
+                        verdicts=tuple(p[0] for p in parts), evidence=tuple(p[3] for p in parts)))
+    return rows
+
+
+def format_rows(rows: Sequence[Row], policies: Sequence[str]) -> str:
+    """Aligned columns: labels left, one right-aligned column per policy under its name."""
+    body = [r for r in rows if not r.heading]
+    label_w = max([len(r.label) + 2 for r in body] + [6])
+    widths = [max([len(p)] + [len(r.cells[i]) for r in body if i < len(r.cells)])
+              for i, p in enumerate(policies)]
+    lines = ["".ljust(label_w) + "".join("  " + p.rjust(w) for p, w in zip(policies, widths, strict=True)),
+             "-" * (label_w + sum(w + 2 for w in widths))]
+    for r in rows:
+        if r.heading:
+            lines.append(r.label)
+            continue
+        cells = list(r.cells) + [NA] * (len(policies) - len(r.cells))
+        lines.append(("  " + r.label).ljust(label_w)
+                     + "".join("  " + c.rjust(w) for c, w in zip(cells, widths, strict=False)))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def format_comparison(comparison: Comparison) -> str:
+    """The side-by-side table of one scenario, followed by failed-gate evidence and notes."""
+    head = comparison.scenario + (f" — {comparison.description}" if comparison.description else "")
+    policies = [r.policy for r in comparison.results]
+    if not policies:
+        return f"{head}\n(no results)"
+    rows = metric_rows(comparison.results)
+    out = [head, "", format_rows(rows, policies)]
+    fails = [f"  FAIL {policies[i]} {r.label}: {r.evidence[i] or NA}"
+             for r in rows for i, v in enumerate(r.verdicts) if v is False]
+    if fails:
+        out += ["", "Failed gates:", *fails]
+    if comparison.notes:
+        out += ["", "Notes:", *(f"  - {n}" for n in comparison.notes)]
+    return "\n".join(out)
+
+
+def format_gates(result: ReplayResult) -> str:
+    """One line per gate: `PASS name value (limit) — evidence`."""
+    gates = result.metrics.get("gates")
+    names = gate_names([result])
+    if not isinstance(gates, Mapping) or not names:
+        return "(no gates)"
+    width = max(len(n) for n in names)
+    lines = []
+    for name in names:
+        _, word, value, evidence = gate_text(name, gates.get(name))
+        lines.append(f"{word:<4} {name:<{width}}  {value}" + (f" — {evidence}" if evidence else ""))
+    return "\n".join(lines)

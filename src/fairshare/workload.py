@@ -1,0 +1,354 @@
+"""The workload: one job a row (CSV with a header, or JSON Lines with the same keys).
+
+Every value is resolved against the policy's classes (defaults, caps) and the cluster (gang size,
+allowed GPU types, pending charge). A bad row raises InputError naming file, line and column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._units import parse_duration
+from .cluster import Cluster, Node
+from .errors import InputError
+from .policy import Policy, TreeIndex
+
+COLUMNS = ("job_id", "submit", "group", "user", "class", "gpus", "nodes", "gpu_type", "cpus", "mem_gb",
+           "work", "label", "deadline", "protected", "resumable", "checkpoint", "stall_after")
+REQUIRED = ("job_id", "submit", "group", "class", "gpus", "work")
+LABELS = ("high", "medium", "low")
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job with every contract value resolved. Times in replay seconds."""
+
+    id: str
+    submit: float
+    group: str
+    leaf: int  # TreeIndex node id of the group
+    user: str | None
+    cls: str
+    gpus: int
+    nodes: int
+    gpu_types: tuple[str, ...] | None  # None = any type
+    cpus: float | None
+    mem_gb: float | None
+    work: float
+    label: str
+    deadline: float | None
+    protected: float
+    protected_capped: bool
+    resumable: bool
+    checkpoint: float  # 0 when not resumable
+    restore: float
+    startup: float
+    max_stall: float
+    stall_after: float | None
+    charge: float  # pending charge: lowest over the pools it may use
+    seq: int  # position in submit order (ties broken by file order)
+
+    @property
+    def per_node(self) -> int:
+        return self.gpus // self.nodes
+
+    @property
+    def label_rank(self) -> int:
+        """0 for high, 1 medium, 2 low."""
+        return LABELS.index(self.label)
+
+    def charge_on(self, node: Node, rates: dict[str, float]) -> float:
+        return charge_on(self.gpus, self.cpus, self.mem_gb, node, rates)
+
+    def submit_event(self) -> dict[str, Any]:
+        return {
+            "t": self.submit, "type": "submit", "job": self.id, "group": self.group, "class": self.cls,
+            "gpus": self.gpus, "nodes": self.nodes,
+            "gpu_types": list(self.gpu_types) if self.gpu_types is not None else None,
+            "work": self.work, "protected": self.protected, "resumable": self.resumable,
+            "checkpoint": self.checkpoint if self.resumable else None, "restore": self.restore,
+            "startup": self.startup, "max_stall": self.max_stall, "deadline": self.deadline,
+            "stall_after": self.stall_after, "charge": self.charge, "cpus": self.cpus,
+            "mem_gb": self.mem_gb, "user": self.user,
+        }
+
+
+def charge_on(gpus: int, cpus: float | None, mem_gb: float | None, node: Node, rates: dict[str, float]) -> float:
+    """rate[type] x max(gpus, cpus / cpus_per_gpu, mem / mem_per_gpu): DRF priced as billing."""
+    dominant = float(gpus)
+    if cpus and node.cpus:
+        dominant = max(dominant, cpus / (node.cpus / node.gpus))
+    if mem_gb and node.mem_gb:
+        dominant = max(dominant, mem_gb / (node.mem_gb / node.gpus))
+    return rates.get(node.gpu_type, 1.0) * dominant
+
+
+class _Row:
+    """One raw row with a way to name its cells in errors."""
+
+    def __init__(self, where: str, line: int, values: dict[str, Any], columns: dict[str, int] | None):
+        self.where, self.line, self.values, self.columns = where, line, values, columns
+
+    def fail(self, key: str, message: str) -> InputError:
+        if self.columns is not None and key in self.columns:
+            at = f"line {self.line}, column {self.columns[key]} ({key})"
+        else:
+            at = f"line {self.line}, key {key}"
+        return InputError(self.where, at, message)
+
+    def text(self, key: str) -> str | None:
+        v = self.values.get(key)
+        if v is None:
+            return None
+        s = str(v).strip() if not isinstance(v, bool) else ("true" if v else "false")
+        return s or None
+
+    def number(self, key: str, *, required: bool = False, positive: bool = False,
+               minimum: float | None = None) -> float | None:
+        v = self.values.get(key)
+        if v is None or (isinstance(v, str) and not v.strip()):
+            if required:
+                raise self.fail(key, "a value is required")
+            return None
+        try:
+            if isinstance(v, bool):
+                raise ValueError
+            x = float(v)
+        except (TypeError, ValueError):
+            raise self.fail(key, f"expected a number, got {v!r}") from None
+        if not math.isfinite(x):
+            raise self.fail(key, f"expected a finite number, got {v!r}")
+        if positive and not x > 0:
+            raise self.fail(key, f"must be > 0, got {v!r}")
+        if minimum is not None and x < minimum:
+            raise self.fail(key, f"must be >= {minimum:g}, got {v!r}")
+        return x
+
+    def integer(self, key: str, *, required: bool = False) -> int | None:
+        x = self.number(key, required=required)
+        if x is None:
+            return None
+        if x != int(x) or x < 1:
+            raise self.fail(key, f"expected a whole number >= 1, got {self.values.get(key)!r}")
+        return int(x)
+
+    def duration(self, key: str) -> float | None:
+        v = self.values.get(key)
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return None
+        try:
+            return parse_duration(v)
+        except ValueError as exc:
+            raise self.fail(key, str(exc)) from None
+
+    def boolean(self, key: str) -> bool | None:
+        v = self.values.get(key)
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return None
+        if isinstance(v, bool):
+            return v
+        s = str(v).strip().lower()
+        if s in ("true", "1", "yes", "y"):
+            return True
+        if s in ("false", "0", "no", "n"):
+            return False
+        raise self.fail(key, f"expected true or false, got {v!r}")
+
+
+class WorkloadBuilder:
+    """Resolves raw rows into Jobs against a policy and a cluster."""
+
+    def __init__(self, policy: Policy, tree: TreeIndex, cluster: Cluster) -> None:
+        self.policy, self.tree, self.cluster = policy, tree, cluster
+        self.paths = tree.index()
+        self.leafset = set(tree.leaves)
+        self.rates = dict(policy.gpu_rates)
+        self.known_types = set(cluster.gpu_types)
+        # capacity by type: sorted list of node GPU counts (for feasibility)
+        self.nodes_by_type: dict[str, list[Node]] = {}
+        for n in cluster.nodes:
+            self.nodes_by_type.setdefault(n.gpu_type, []).append(n)
+        self.seen: set[str] = set()
+
+    def _gang_size(self, gpus: int, types: list[str]) -> int | None:
+        best: int | None = None
+        for ty in types:
+            for size in sorted({n.gpus for n in self.nodes_by_type[ty]}):
+                k = -(-gpus // size)
+                while k <= gpus and gpus % k:
+                    k += 1
+                fits = sum(1 for n in self.nodes_by_type[ty] if n.gpus >= gpus // k)
+                if k <= fits and (best is None or k < best):
+                    best = k
+        return best
+
+    def build(self, row: _Row, seq: int) -> Job:
+        for key in row.values:
+            if key not in COLUMNS:
+                raise row.fail(key, f"unknown column {key!r} (known: {', '.join(COLUMNS)})")
+        job_id = row.text("job_id")
+        if job_id is None:
+            raise row.fail("job_id", "a value is required")
+        if job_id in self.seen:
+            raise row.fail("job_id", f"duplicate job_id {job_id!r}")
+        self.seen.add(job_id)
+        submit = row.number("submit", required=True, minimum=0.0)
+        assert submit is not None
+        group = row.text("group")
+        if group is None:
+            raise row.fail("group", "a value is required")
+        node = self.paths.get(group)
+        if node is None:
+            raise row.fail("group", f"no group {group!r} in the policy tree")
+        if node not in self.leafset:
+            raise row.fail("group", f"group {group!r} is not a leaf: jobs are charged to leaves")
+        cls_name = row.text("class")
+        if cls_name is None:
+            raise row.fail("class", "a value is required")
+        cls = self.policy.classes.get(cls_name)
+        if cls is None:
+            raise row.fail("class", f"unknown class {cls_name!r} (known: {', '.join(self.policy.classes)})")
+        gpus = row.integer("gpus", required=True)
+        assert gpus is not None
+        work = row.number("work", required=True, positive=True)
+        assert work is not None
+        types_text = row.text("gpu_type")
+        types: list[str]
+        if types_text:
+            types = [t.strip() for t in types_text.split("|") if t.strip()]
+            for ty in types:
+                if ty not in self.known_types:
+                    raise row.fail("gpu_type", f"unknown GPU type {ty!r} (the cluster has "
+                                   f"{', '.join(sorted(self.known_types))})")
+        else:
+            types = sorted(self.known_types)
+        nodes = row.integer("nodes")
+        if nodes is not None and gpus % nodes:
+            raise row.fail("nodes", f"{gpus} GPUs do not divide evenly over {nodes} nodes")
+        if nodes is None:
+            nodes = self._gang_size(gpus, types)
+            if nodes is None:
+                raise row.fail("gpus", f"a job of {gpus} GPUs fits no pool of type "
+                               f"{'|'.join(types)}")
+        cpus = row.number("cpus", positive=True)
+        mem = row.number("mem_gb", positive=True)
+        fitting = [n for ty in types for n in self.nodes_by_type[ty]
+                   if n.gpus >= gpus // nodes
+                   and (not cpus or not n.cpus or cpus / nodes <= n.cpus)
+                   and (not mem or not n.mem_gb or mem / nodes <= n.mem_gb)]
+        fit_types = [ty for ty in types if sum(1 for n in fitting if n.gpu_type == ty) >= nodes]
+        if not fit_types:
+            raise row.fail("gpus", f"the job ({gpus} GPUs on {nodes} node(s), type "
+                           f"{'|'.join(types)}) fits no pool")
+        charge = min(charge_on(gpus, cpus, mem, n, self.rates) for n in fitting if n.gpu_type in fit_types)
+        label = (row.text("label") or "medium").lower()
+        if label not in LABELS:
+            raise row.fail("label", f"label must be one of high, medium, low; got {label!r}")
+        deadline = row.number("deadline")
+        if deadline is None and cls.deadline is not None:
+            deadline = submit + cls.deadline
+        asked = row.duration("protected")
+        protected = cls.protected if asked is None else asked
+        capped = protected > cls.protected_cap
+        protected = min(protected, cls.protected_cap)
+        resumable = row.boolean("resumable")
+        resumable = cls.resumable if resumable is None else resumable
+        checkpoint = row.duration("checkpoint")
+        if checkpoint is None:
+            checkpoint = cls.checkpoint
+        if resumable and not (checkpoint and checkpoint > 0):
+            raise row.fail("resumable", "a resumable job needs a checkpoint interval > 0")
+        stall_after = row.number("stall_after", minimum=0.0)
+        return Job(
+            id=job_id, submit=submit, group=group, leaf=node, user=row.text("user"), cls=cls_name,
+            gpus=gpus, nodes=nodes, gpu_types=tuple(types) if types_text else None, cpus=cpus,
+            mem_gb=mem, work=work, label=label, deadline=deadline, protected=protected,
+            protected_capped=capped, resumable=resumable,
+            checkpoint=float(checkpoint) if resumable and checkpoint else 0.0,
+            restore=cls.restore, startup=cls.startup, max_stall=cls.max_stall,
+            stall_after=stall_after, charge=charge, seq=seq,
+        )
+
+
+def _csv_rows(path: Path) -> Iterator[_Row]:
+    where = str(path)
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise InputError(where, "line 1", "empty file: expected a header row") from None
+        header = [h.strip() for h in header]
+        columns = {h: i + 1 for i, h in enumerate(header)}
+        for key in header:
+            if key not in COLUMNS:
+                raise InputError(where, f"line 1, column {columns[key]}",
+                                 f"unknown column {key!r} (known: {', '.join(COLUMNS)})")
+        for key in REQUIRED:
+            if key not in columns:
+                raise InputError(where, "line 1", f"required column {key!r} is missing")
+        for cells in reader:
+            if not cells or all(not c.strip() for c in cells):
+                continue
+            if len(cells) != len(header):
+                raise InputError(where, f"line {reader.line_num}",
+                                 f"expected {len(header)} cells, got {len(cells)}")
+            yield _Row(where, reader.line_num, dict(zip(header, cells, strict=True)), columns)
+
+
+def _jsonl_rows(path: Path) -> Iterator[_Row]:
+    where = str(path)
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(where, f"line {n}, column {exc.colno}", f"not valid JSON: {exc.msg}") from None
+            if not isinstance(obj, dict):
+                raise InputError(where, f"line {n}", "expected a JSON object")
+            row = _Row(where, n, obj, None)
+            for key in REQUIRED:
+                if key not in obj:
+                    raise row.fail(key, "required key is missing")
+            yield row
+
+
+def build_jobs(rows: Iterable[_Row], policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
+    b = WorkloadBuilder(policy, tree, cluster)
+    jobs = [b.build(r, i) for i, r in enumerate(rows)]
+    jobs.sort(key=lambda j: (j.submit, j.seq))
+    return jobs
+
+
+def load_workload(path: Path | str, policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), "", "file not found")
+    rows = _jsonl_rows(p) if p.suffix in (".jsonl", ".ndjson", ".json") else _csv_rows(p)
+    jobs = build_jobs(rows, policy, tree, cluster)
+    if not jobs:
+        raise InputError(str(p), "", "the workload has no jobs")
+    return jobs
+
+
+def jobs_from_dicts(records: Iterable[dict[str, Any]], policy: Policy, tree: TreeIndex, cluster: Cluster,
+                    where: str = "<generated>") -> list[Job]:
+    rows = (_Row(where, i + 1, {k: v for k, v in r.items() if v is not None}, None)
+            for i, r in enumerate(records))
+    return build_jobs(rows, policy, tree, cluster)
+
+
+def write_csv(records: Iterable[dict[str, Any]], path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="raise")
+        w.writeheader()
+        for r in records:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in COLUMNS})
