@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([smhdw]))+\s*$")
+_DURATION = re.compile(r"^\s*(?:\s*(\d+(?:\.\d+)?)\s*([smhdw]))+\s*$")
+_NEGATIVE = re.compile(r"^\s*-\s*(?:\s*(\d+(?:\.\d+)?)\s*([smhdw]))+\s*$")
+_EXPECTED = "expected a duration such as 30m or 1d2h (units s m h d w) or a number of seconds"
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 
 
@@ -17,14 +20,12 @@ def is_duration_text(value: object) -> bool:
 def parse_duration(value: object) -> float:
     """Seconds from a number or a duration string such as `1d2h`, `15m`, `30s`.
 
-    Raises ValueError with a readable message for anything else (negative numbers too).
+    Raises ValueError with a readable message for anything else (negative or non-finite numbers too).
     """
     if isinstance(value, bool):
-        raise ValueError(f"expected a duration such as 30m or 1d2h, got {value!r}")
+        raise ValueError(f"{_EXPECTED}, got {value!r}")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"a duration cannot be negative, got {value!r}")
-        return float(value)
+        return _non_negative(float(value), value)
     if isinstance(value, str):
         text = value.strip()
         try:
@@ -32,12 +33,20 @@ def parse_duration(value: object) -> float:
         except ValueError:
             pass
         else:
-            if number < 0:
-                raise ValueError(f"a duration cannot be negative, got {value!r}")
-            return number
+            return _non_negative(number, value)
         if _DURATION.match(text):
             return sum(float(n) * _UNITS[u] for n, u in _PART.findall(text))
-    raise ValueError(f"expected a duration such as 30m or 1d2h, got {value!r}")
+        if _NEGATIVE.match(text):
+            raise ValueError(f"a duration cannot be negative, got {value!r}")
+    raise ValueError(f"{_EXPECTED}, got {value!r}")
+
+
+def _non_negative(number: float, value: object) -> float:
+    if not math.isfinite(number):
+        raise ValueError(f"a duration must be a finite number of seconds, got {value!r}")
+    if number < 0:
+        raise ValueError(f"a duration cannot be negative, got {value!r}")
+    return number
 
 
 def to_utc(value: object) -> dt.datetime:
@@ -62,9 +71,24 @@ def instant(value: object, epoch: dt.datetime) -> float:
     """Replay-clock seconds of a duration (relative to t=0) or an absolute date/datetime."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return parse_duration(value)
-    if is_duration_text(value):
+    if is_duration_text(value) or _is_number_text(value):
         return parse_duration(value)
-    return (to_utc(value) - epoch).total_seconds()
+    try:
+        when = to_utc(value)
+    except ValueError:
+        raise ValueError(f"expected a duration from t = 0 (such as 2d8h) or a date/datetime "
+                         f"(such as 2026-12-15 or 2026-12-15T06:00:00Z), got {value!r}") from None
+    return (when - epoch).total_seconds()
+
+
+def _is_number_text(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def format_epoch(epoch: dt.datetime) -> str:
@@ -76,6 +100,8 @@ def fmt_duration(seconds: float) -> str:
     s = int(round(seconds))
     if s == 0:
         return "0s"
+    if s < 0:
+        return "-" + fmt_duration(-s)
     out = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if s >= size:

@@ -33,9 +33,18 @@ class Pool(_Strict):
 
 class Drain(_Strict):
     nodes: tuple[str, ...] = Field(min_length=1)
-    start: Any
+    start: Any = Field(default=None, validate_default=True)
     deadline: Any = None
     end: Any = None
+
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _start(cls, v: Any) -> Any:
+        if v is None:
+            raise ValueError("required key 'start' is missing: when the drain begins (a duration from "
+                             "t = 0 such as 2d, or a date/datetime)")
+        return v
 
 
 class ClusterSpec(_Strict):
@@ -101,8 +110,9 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
         if policy is not None and pool.gpu_type not in policy.gpu_rates:
             raise InputError(
                 where, f"pools[{pi}].gpu_type",
-                f"unknown GPU type {pool.gpu_type!r}: the policy's gpu_rates list "
-                f"{', '.join(sorted(policy.gpu_rates)) or 'no types'}",
+                f"unknown GPU type: GPU type {pool.gpu_type!r} has no rate in the policy's "
+                f"gpu_rates (which lists {', '.join(sorted(policy.gpu_rates)) or 'no types'}); "
+                "fix the type here or add its rate to the policy",
             )
         per_block = pool.nodes_per_block or pool.count
         for k in range(pool.count):
@@ -117,14 +127,19 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
         ids = []
         for ni, name in enumerate(d.nodes):
             if name not in index:
-                raise InputError(where, f"maintenance[{di}].nodes[{ni}]", f"no node named {name!r}")
+                raise InputError(where, f"maintenance[{di}].nodes[{ni}]",
+                                 f"no node named {name!r} (nodes are <pool>-<index>, e.g. {nodes[0].name!r})")
             ids.append(index[name])
-        try:
-            start = instant(d.start, epoch)
-            deadline = instant(d.deadline, epoch) if d.deadline is not None else start
-            end = instant(d.end, epoch) if d.end is not None else None
-        except ValueError as exc:
-            raise InputError(where, f"maintenance[{di}]", str(exc)) from None
+
+        def at(key: str, value: Any, di: int = di) -> float:
+            try:
+                return instant(value, epoch)
+            except ValueError as exc:
+                raise InputError(where, f"maintenance[{di}].{key}", str(exc)) from None
+
+        start = at("start", d.start)
+        deadline = at("deadline", d.deadline) if d.deadline is not None else start
+        end = at("end", d.end) if d.end is not None else None
         if start < 0:
             raise InputError(where, f"maintenance[{di}].start", "a drain cannot start before t = 0")
         if deadline < start:

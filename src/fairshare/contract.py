@@ -51,8 +51,9 @@ def plan_run(job: Job, t0: float, kept: float, restarted: bool, stall_done: bool
 def run_progress(job: Job, t0: float, t: float, overhead: float, kept: float, stall_done: bool) -> tuple[float, bool]:
     """(progress made in this run by t, whether the run has reached its hang point)."""
     progress = max(0.0, (t - t0) - overhead)
-    if job.stall_after is not None and not stall_done and kept + progress >= job.stall_after - 1e-6:
-        return max(0.0, job.stall_after - kept), True
+    stall = job.stall_after
+    if stall is not None and hangs_in_run(job, kept, stall_done) and kept + progress >= stall - 1e-6:
+        return max(0.0, stall - kept), True
     return progress, False
 
 

@@ -36,6 +36,10 @@ def water_fill(tree: TreeIndex, capacity: float, demand: Sequence[float], share:
     The iteration caps, in each round, every sibling whose proportional portion would reach its
     demand, then splits the remainder among the rest: at most one round per sibling.
     """
+    if sum(demand[i] for i in tree.top) <= capacity - EPS:
+        # Unsaturated: every node is owed exactly its demand (its leaves' demand sums to it, and a
+        # parent owed its demand can give each child its own). Nodes at or below EPS get 0.
+        return [d if d > EPS else 0.0 for d in demand]
     owed = [0.0] * len(tree.paths)
 
     def split(ids: Sequence[int], cap: float) -> None:
@@ -113,6 +117,12 @@ class Ledger:
         """Integrate the current rates from the ledger's time to t, rolling buckets as it goes."""
         if t <= self.t:
             return
+        first = int(t // self.width) - self.n_buckets + 1  # oldest bucket still in the window at t
+        if first > self.bucket:
+            # Usage before `first` would be dropped again by t: skip it instead of integrating it
+            # (keeps a gap longer than the window at O(buckets), and out of the sums).
+            self._roll(first)
+            self.t = first * self.width
         while True:
             edge = (self.bucket + 1) * self.width
             stop = min(t, edge)
@@ -128,7 +138,7 @@ class Ledger:
             self.t = stop
             if t < edge:
                 return
-            self._roll(int(t // self.width))
+            self._roll(self.bucket + 1)  # one bucket at a time: each gets its own part of the gap
 
     def _roll(self, target: int) -> None:
         """Move to bucket `target`, dropping buckets that leave the window."""

@@ -192,7 +192,8 @@ class MetricsRecorder:
         total_unalloc = float(sum(self.unallocated[i] for i in self.tree.leaves))
         denom = self.alloc_s + self.idle_s
         dl = [j for j in jobs if j.deadline is not None]
-        met = sum(1 for j in dl if j.finished is not None and j.finished <= j.deadline + EPS)  # type: ignore[operator]
+        met = sum(1 for j in dl if j.finished is not None and j.deadline is not None
+                  and j.finished <= j.deadline + EPS)
         spells = [max(j.max_spell, horizon - j.pending_since if j.pending_since is not None else 0.0)
                   for j in jobs]
         lost_pct = 100 * self.lost_gpu_s / self.alloc_s if self.alloc_s else 0.0

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ._units import instant, is_duration_text, parse_duration, to_utc
-from ._validation import load_yaml, validate
+from ._units import fmt_duration, format_epoch, instant, is_duration_text, parse_duration, to_utc
+from ._validation import AtPath, load_yaml, validate
 from .errors import InputError
 
 Seconds = float
@@ -26,6 +26,13 @@ class _Strict(BaseModel):
 
 def _dur(v: Any) -> float:
     return parse_duration(v)
+
+
+def _not_bool(v: Any) -> Any:
+    """YAML reads `yes`/`true` as booleans; pydantic would take them as 1.0 for a number."""
+    if isinstance(v, bool):
+        raise ValueError(f"expected a number, got {v!r}")
+    return v
 
 
 class GroupNode(_Strict):
@@ -43,11 +50,16 @@ class GroupNode(_Strict):
             raise ValueError(f"a group name may not contain '/' or surrounding spaces: {v!r}")
         return v
 
+    @field_validator("share", mode="before")
+    @classmethod
+    def _share_number(cls, v: Any) -> Any:
+        return _not_bool(v)
+
     @field_validator("share")
     @classmethod
     def _share_positive(cls, v: float) -> float:
         if not v > 0:
-            raise ValueError(f"share must be > 0, got {v}")
+            raise ValueError(f"share must be > 0, got {v:g}")
         return v
 
     @field_validator("children")
@@ -58,11 +70,12 @@ class GroupNode(_Strict):
 
 
 def _check_unique(nodes: tuple[GroupNode, ...]) -> None:
-    seen: set[str] = set()
-    for n in nodes:
+    seen: dict[str, int] = {}
+    for i, n in enumerate(nodes):
         if n.name in seen:
-            raise ValueError(f"duplicate sibling name {n.name!r}")
-        seen.add(n.name)
+            raise AtPath((i, "name"), f"duplicate sibling name {n.name!r} (also entry [{seen[n.name]}]): "
+                                      "names under one parent must differ")
+        seen[n.name] = i
 
 
 class JobClass(_Strict):
@@ -89,10 +102,13 @@ class JobClass(_Strict):
     def _contract(self) -> JobClass:
         if self.max_protected is not None and self.protected > self.max_protected:
             raise ValueError(
-                f"protected ({self.protected:g}s) is above max_protected ({self.max_protected:g}s)"
+                f"protected ({fmt_duration(self.protected)}) is above max_protected "
+                f"({fmt_duration(self.max_protected)}): raise max_protected or lower protected"
             )
         if self.resumable and not (self.checkpoint is not None and self.checkpoint > 0):
-            raise ValueError("a resumable class needs checkpoint > 0")
+            got = "missing" if self.checkpoint is None else fmt_duration(self.checkpoint)
+            raise ValueError(f"resumable: true needs checkpoint > 0 (how often the job saves its "
+                             f"progress, e.g. checkpoint: 30m); checkpoint is {got}")
         return self
 
     @property
@@ -103,26 +119,32 @@ class JobClass(_Strict):
 class ShareException(_Strict):
     group: str
     extra_share: float
-    expires: Any
+    expires: Any = Field(default=None, validate_default=True)
     approver: str | None = None
     reason: str | None = None
+
+    @field_validator("extra_share", mode="before")
+    @classmethod
+    def _share_number(cls, v: Any) -> Any:
+        return _not_bool(v)
 
     @field_validator("extra_share")
     @classmethod
     def _positive(cls, v: float) -> float:
         if not v > 0:
-            raise ValueError(f"extra_share must be > 0, got {v}")
+            raise ValueError(f"extra_share must be > 0, got {v:g}")
         return v
 
     @field_validator("expires", mode="before")
     @classmethod
     def _expiry(cls, v: Any) -> Any:
         if v is None or v == "":
-            raise ValueError("every exception must have an expiry (expires: a date or a duration)")
+            raise ValueError("every exception must expire: add expires: with a date (2026-12-15), "
+                             "a datetime, or a duration from the epoch (14d)")
         if isinstance(v, dt.date | dt.datetime) or is_duration_text(v):
             return v
         if isinstance(v, int | float) and not isinstance(v, bool):
-            return float(v)
+            return parse_duration(v)  # seconds after the epoch; raises on negative or non-finite
         to_utc(v)  # raises a clear ValueError
         return v
 
@@ -135,15 +157,23 @@ class Gates(_Strict):
 
 
 class Scheduling(_Strict):
-    """Knobs of the fairshare strategy (defaults are the documented behaviour)."""
+    """Knobs of the scheduling strategies (defaults are the documented behaviour).
+
+    gang_reserve_after  a job that cannot start after waiting this long gets capacity reserved
+    lookahead           L in the fair-share priority (fairness.py)
+    deadline_slack      a deadline job becomes urgent this long before its latest start
+    requeue_delay       a pass is scheduled this long after every preemption, so a requeued job
+                        is reconsidered even when nothing else happens (it may start sooner)
+    """
 
     ordering: Literal["debt"] = "debt"
     preemption: Literal["over_served", "none"] = "over_served"
     gang_reserve_after: Seconds = 1800.0
     lookahead: Seconds = 3600.0
     deadline_slack: Seconds = 900.0
+    requeue_delay: Seconds = 10.0
 
-    @field_validator("gang_reserve_after", "lookahead", "deadline_slack", mode="before")
+    @field_validator("gang_reserve_after", "lookahead", "deadline_slack", "requeue_delay", mode="before")
     @classmethod
     def _durations(cls, v: Any) -> Any:
         return _dur(v)
@@ -171,7 +201,7 @@ class Policy(_Strict):
     def _rates(cls, v: dict[str, float]) -> dict[str, float]:
         for k, r in v.items():
             if not r > 0:
-                raise ValueError(f"rate of {k} must be > 0, got {r}")
+                raise AtPath((k,), f"the rate of {k} must be > 0 GPU-equivalents per GPU, got {r:g}")
         return v
 
     @field_validator("tree")
@@ -182,10 +212,11 @@ class Policy(_Strict):
 
     @model_validator(mode="after")
     def _exception_groups(self) -> Policy:
-        paths = set(TreeIndex.build(self.tree).paths)
+        paths = TreeIndex.build(self.tree).paths
         for i, ex in enumerate(self.exceptions):
             if ex.group not in paths:
-                raise ValueError(f"exceptions[{i}].group: no group {ex.group!r} in the tree")
+                raise AtPath(("exceptions", i, "group"),
+                             f"no group {ex.group!r} in the tree (a group is its path, e.g. {paths[-1]!r})")
         return self
 
 
@@ -272,14 +303,28 @@ def resolve_exceptions(
     idx = tree.index()
     out = []
     for i, ex in enumerate(policy.exceptions):
-        t = instant(ex.expires, epoch)
+        try:
+            t = instant(ex.expires, epoch)
+        except ValueError as exc:
+            raise InputError(where, f"exceptions[{i}].expires", str(exc)) from None
         if strict and t <= 0:
             raise InputError(
                 where, f"exceptions[{i}].expires",
-                f"exception for {ex.group} expires at or before the epoch ({epoch.isoformat()})",
+                f"the exception for {ex.group} expires at or before the epoch (expires "
+                f"{_when(ex.expires, epoch, t)}, the cluster's epoch is {format_epoch(epoch)}): "
+                "an expired exception cannot take part in a replay; remove it or extend it",
             )
         out.append(ResolvedException(idx[ex.group], ex.group, ex.extra_share, t, ex.approver, ex.reason))
     return tuple(out)
+
+
+def _when(expires: Any, epoch: dt.datetime, t: float) -> str:
+    if isinstance(expires, dt.date | dt.datetime | str) and not is_duration_text(expires):
+        try:
+            return format_epoch(to_utc(expires))
+        except ValueError:
+            pass
+    return format_epoch(epoch + dt.timedelta(seconds=t))
 
 
 def load_policy(path: Path | str) -> Policy:

@@ -199,8 +199,9 @@ def idle_return(seed: int) -> ScenarioData:
 def label_inflation(seed: int) -> ScenarioData:
     g = _Gen(seed)
     for leaf in LEAVES:
-        g.mixed_load(leaf, 0, 4 * D, SCALE[leaf], _labels_inflated)
-    return ScenarioData("label-inflation", "Everyday load where every team marks every job high.",
+        g.mixed_load(leaf, 0, 4 * D, SCALE[leaf] * 1.5, _labels_inflated)
+    return ScenarioData("label-inflation", "A busy four days where every team marks every job high: the labels "
+                        "carry no information, so priority-labels degenerates to fifo.",
                         large_policy(), large_cluster("6d"), g.records())
 
 

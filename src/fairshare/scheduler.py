@@ -22,7 +22,7 @@ import math
 from typing import Any
 
 from .contract import lost_gpu_s, overhead_of
-from .fairness import may_take_from, priority
+from .fairness import may_take_from, priority, service_ratio
 from .placement import Alloc, Shape, Tentative, fits_with, place
 from .snapshot import (
     Decisions,
@@ -132,8 +132,10 @@ class _Pass:
                     continue
                 mine, theirs = self._sides(job.leaf, leaf)
                 if not self._prio(theirs) < self._prio(mine) or \
-                        self.used[theirs] <= s.owed[theirs] + EPS:
-                    continue
+                        self.used[theirs] <= s.owed[theirs] + EPS or \
+                        service_ratio(self.used[theirs], s.owed[theirs]) < \
+                        service_ratio(self.used[mine] + job.charge, s.owed[mine]):
+                    continue  # even a victim of zero charge could not satisfy may_take_from
             for r in runs.values():
                 if r.job.id in self.gone or s.now < r.protected_until - EPS:
                     continue
@@ -178,9 +180,12 @@ class _Pass:
         best: tuple[float, int, list[RunView]] | None = None
         for ty in shape.types if shape.types is not None else range(len(index.types)):
             options: list[tuple[float, int, list[RunView]]] = []
-            for i in range(len(index.nodes)):
-                if index.node_type[i] != ty or not index.available[i]:
-                    continue
+            nodes = {i for i in on_node if index.node_type[i] == ty and index.available[i]}
+            if shape.nodes > 1:  # a gang may also use nodes that already have room
+                nodes.update(i for i, _ in self.view.candidates(ty, shape.per_node, job.id))
+            if len(nodes) < shape.nodes:
+                continue
+            for i in sorted(nodes):
                 have = self.view.avail(i, job.id)
                 need = shape.per_node - have
                 if need <= 0:
@@ -319,7 +324,7 @@ class _Pass:
                 break
             qk, jid = nxt
             shape = qk[2]
-            if any(f.dominates(shape) for f in self.failed):
+            if any(shape.dominates(f) for f in self.failed):
                 order.failed(qk)
                 continue
             job = s.pending.jobs[jid]
@@ -341,11 +346,11 @@ class _Pass:
             self.handled.add(jid)
             tried = self.tried == jid
             ev = dict(ev)
-            reason = self._hold_reason(job, shape, tried)
+            why = self._hold_reason(job, shape, tried)
             if self.reservation is None and self.strategy.gang_reservation and \
                     self.wait(job) >= self.sched.gang_reserve_after - EPS:
                 self.reserve(job, shape, ev)
-            self.holds.append(Hold(jid, reason, ev))
+            self.holds.append(Hold(jid, why, ev))
             self.failed.append(shape)
             order.failed(qk)
             if self.attempts >= self.strategy.max_preempt_attempts:

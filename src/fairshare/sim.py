@@ -107,6 +107,7 @@ class Simulator:
         n = len(tree.paths)
         self.leaf_pending = [0.0] * n
         self.leaf_used = [0.0] * n
+        self.leaf_pending_n = [0] * n
         self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
         self.shares = effective_shares(tree, self.exceptions, 0.0)
         self.fraction = effective_fractions(tree, self.shares)
@@ -151,19 +152,30 @@ class Simulator:
 
     def _fragmented(self) -> float:
         """Idle GPUs of types that some pending job could use but not be placed on (FORMATS.md)."""
+        if not self.pending_shapes:
+            return 0.0
         index = self.fleet.index
+        # per type: nodes taking work with at least x free GPUs (suffix sums), and free GPUs in total
+        at_least: list[list[int]] = []
+        free: list[int] = []
+        for buckets in index.buckets:
+            counts = [len(b) for b in buckets]
+            suffix = counts[:]
+            for x in range(len(suffix) - 2, -1, -1):
+                suffix[x] += suffix[x + 1]
+            at_least.append(suffix)
+            free.append(sum(x * c for x, c in enumerate(counts)))
         blocked: set[int] = set()
-        for (types, gpus, k), count in self.pending_shapes.items():
-            if count <= 0:
+        all_types = range(len(index.types))
+        for (types, gpus, k) in self.pending_shapes:
+            ids = all_types if types is None else [index.type_id[t] for t in types]
+            ok = [ty for ty in ids if at_least[ty][0] > 0]
+            if gpus > sum(free[ty] for ty in ok):
                 continue
-            ids = range(len(index.types)) if types is None else [index.type_id[t] for t in types]
-            ok = [ty for ty in ids if index.count_at_least(ty, 0) > 0]
-            if gpus > sum(index.free_of_type(ty) for ty in ok):
-                continue
-            per = gpus / k
-            if not any(index.count_at_least(ty, per - 1e-6) >= k for ty in ok):
+            per = -(-gpus // k)
+            if not any(per < len(at_least[ty]) and at_least[ty][per] >= k for ty in ok):
                 blocked.update(ok)
-        return float(sum(index.free_of_type(ty) for ty in sorted(blocked)))
+        return float(sum(free[ty] for ty in sorted(blocked)))
 
     def advance(self, t: float) -> None:
         if self.dirty or self.rates_state is None:
@@ -184,6 +196,7 @@ class Simulator:
     def _to_pending(self, job: Job) -> None:
         self.pending.add(job, self.fleet.index)
         self.leaf_pending[job.leaf] += job.charge
+        self.leaf_pending_n[job.leaf] += 1
         self.pending_shapes[(job.gpu_types, job.gpus, job.nodes)] += 1
         if job.deadline is not None:
             st = self.states[job.id]
@@ -198,7 +211,9 @@ class Simulator:
 
     def _from_pending(self, job: Job) -> None:
         self.pending.remove(job)
-        self.leaf_pending[job.leaf] -= job.charge
+        self.leaf_pending_n[job.leaf] -= 1
+        # reset to an exact zero when empty, so float residue never reads as demand
+        self.leaf_pending[job.leaf] = self.leaf_pending[job.leaf] - job.charge if self.leaf_pending_n[job.leaf] else 0.0
         key = (job.gpu_types, job.gpus, job.nodes)
         self.pending_shapes[key] -= 1
         if not self.pending_shapes[key]:
@@ -242,7 +257,8 @@ class Simulator:
         self.hung.pop(job_id, None)
         for i, g in view.alloc:
             self.fleet.change_free(i, g)
-        self.leaf_used[view.job.leaf] -= view.charge
+        self.leaf_used[view.job.leaf] = self.leaf_used[view.job.leaf] - view.charge \
+            if view.job.leaf in self.by_leaf else 0.0
         self.run_token[job_id] = self.run_token.get(job_id, 0) + 1
         self.dirty = True
         return view
@@ -266,6 +282,7 @@ class Simulator:
         self.metrics.job_preempted(job_id, self.t, lost)
         self.emit({"t": self.t, "type": "preempt", "job": job_id, "reason": reason, "by": by, "lost_gpu_s": lost})
         self._to_pending(job)
+        self.push(self.t + self.policy.scheduling.requeue_delay, WAKE, "wake", None)
 
     def _drain(self, nodes: tuple[int, ...], deadline: float) -> None:
         for i in nodes:

@@ -44,7 +44,7 @@ class Strategy:
     watchdog: bool  # preempt hung jobs after max_stall (no_progress)
     deadline_reservation: bool
     gang_reservation: bool
-    max_preempt_attempts: int = 8
+    max_preempt_attempts: int = 4
     max_victim_candidates: int = 512
 
 

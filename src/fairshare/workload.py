@@ -7,9 +7,11 @@ allowed GPU types, pending charge). A bad row raises InputError naming file, lin
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
-from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,23 +172,87 @@ class WorkloadBuilder:
         self.leafset = set(tree.leaves)
         self.rates = dict(policy.gpu_rates)
         self.known_types = set(cluster.gpu_types)
-        # capacity by type: sorted list of node GPU counts (for feasibility)
-        self.nodes_by_type: dict[str, list[Node]] = {}
+        # node kinds by type: identical nodes counted once (feasibility and charge per kind)
+        kinds: dict[tuple[str, int, float, float], int] = {}
         for n in cluster.nodes:
-            self.nodes_by_type.setdefault(n.gpu_type, []).append(n)
+            k = (n.gpu_type, n.gpus, n.cpus, n.mem_gb)
+            kinds[k] = kinds.get(k, 0) + 1
+        self.kinds_by_type: dict[str, list[tuple[Node, int]]] = {}
+        for (ty, g, c, m), count in kinds.items():
+            proto = Node("", "", g, ty, c, m, "")
+            self.kinds_by_type.setdefault(ty, []).append((proto, count))
         self.seen: set[str] = set()
+        self._fit_cache: dict[tuple[Any, ...], tuple[int | None, str | None, float]] = {}
 
     def _gang_size(self, gpus: int, types: list[str]) -> int | None:
         best: int | None = None
         for ty in types:
-            for size in sorted({n.gpus for n in self.nodes_by_type[ty]}):
+            kinds = self.kinds_by_type[ty]
+            for size in sorted({n.gpus for n, _ in kinds}):
                 k = -(-gpus // size)
                 while k <= gpus and gpus % k:
                     k += 1
-                fits = sum(1 for n in self.nodes_by_type[ty] if n.gpus >= gpus // k)
+                fits = sum(c for n, c in kinds if n.gpus >= gpus // k)
                 if k <= fits and (best is None or k < best):
                     best = k
         return best
+
+    def _fit(self, gpus: int, nodes: int | None, types: list[str], cpus: float | None,
+             mem: float | None) -> tuple[int | None, str | None, float]:
+        """(gang size, error or None, pending charge), cached per request shape."""
+        key = (gpus, nodes, tuple(types), cpus, mem)
+        hit = self._fit_cache.get(key)
+        if hit is not None:
+            return hit
+        if nodes is None:
+            nodes = self._gang_size(gpus, types)
+        if nodes is None:
+            out: tuple[int | None, str | None, float] = (
+                None, f"a job of {gpus} GPUs fits no pool of type {'|'.join(types)}", 0.0)
+        else:
+            per = gpus // nodes
+            charges = []
+            for ty in types:
+                fitting = [(n, c) for n, c in self.kinds_by_type[ty]
+                           if n.gpus >= per and (not cpus or not n.cpus or cpus / nodes <= n.cpus)
+                           and (not mem or not n.mem_gb or mem / nodes <= n.mem_gb)]
+                if sum(c for _, c in fitting) >= nodes:
+                    charges.extend(charge_on(gpus, cpus, mem, n, self.rates) for n, _ in fitting)
+            if charges:
+                out = (nodes, None, min(charges))
+            else:
+                out = (nodes, f"the job ({gpus} GPUs on {nodes} node(s), type {'|'.join(types)}) fits no pool", 0.0)
+        self._fit_cache[key] = out
+        return out
+
+    def _misfit(self, gpus: int, nodes: int | None, types: list[str], cpus: float | None,
+                mem: float | None) -> tuple[str, str]:
+        """Why a job fits no pool: the column to blame and a message naming what the pools offer."""
+        pools = "; ".join(
+            f"{p.name}: {p.count} nodes x {p.gpus} {p.gpu_type}"
+            + (f", {p.cpus:g} CPUs" if p.cpus else "") + (f", {p.mem_gb:g} GB" if p.mem_gb else "")
+            for p in self.cluster.pools if p.gpu_type in types)
+        want = f"type {'|'.join(types)}"
+        given = nodes is not None
+        if nodes is None:
+            nodes = self._gang_size(gpus, types)
+            if nodes is None:
+                return "gpus", (f"a job of {gpus} GPUs fits no pool of {want}: a gang runs on one GPU type "
+                                f"and no pool has enough nodes to hold it ({pools})")
+        per = gpus // nodes
+        shape = f"{gpus} GPUs on {nodes} node(s), {per} per node, {want}"
+
+        def enough(ok: Callable[[Node], bool]) -> bool:
+            return any(sum(c for n, c in self.kinds_by_type[ty] if ok(n)) >= nodes for ty in types)
+
+        if not enough(lambda n: n.gpus >= per):
+            return ("nodes" if given else "gpus"), (
+                f"the job ({shape}) fits no pool: no pool has {nodes} nodes with {per} GPUs each ({pools})")
+        if cpus and not enough(lambda n: n.gpus >= per and (not n.cpus or cpus / nodes <= n.cpus)):
+            return "cpus", (f"the job ({shape}) fits no pool: it asks for {cpus:g} CPUs, {cpus / nodes:g} "
+                            f"per node, more than its nodes have ({pools})")
+        return "mem_gb", (f"the job ({shape}) fits no pool: it asks for {mem or 0:g} GB of memory, "
+                          f"{(mem or 0) / nodes:g} GB per node, more than its nodes have ({pools})")
 
     def build(self, row: _Row, seq: int) -> Job:
         for key in row.values:
@@ -231,22 +297,12 @@ class WorkloadBuilder:
         nodes = row.integer("nodes")
         if nodes is not None and gpus % nodes:
             raise row.fail("nodes", f"{gpus} GPUs do not divide evenly over {nodes} nodes")
-        if nodes is None:
-            nodes = self._gang_size(gpus, types)
-            if nodes is None:
-                raise row.fail("gpus", f"a job of {gpus} GPUs fits no pool of type "
-                               f"{'|'.join(types)}")
         cpus = row.number("cpus", positive=True)
         mem = row.number("mem_gb", positive=True)
-        fitting = [n for ty in types for n in self.nodes_by_type[ty]
-                   if n.gpus >= gpus // nodes
-                   and (not cpus or not n.cpus or cpus / nodes <= n.cpus)
-                   and (not mem or not n.mem_gb or mem / nodes <= n.mem_gb)]
-        fit_types = [ty for ty in types if sum(1 for n in fitting if n.gpu_type == ty) >= nodes]
-        if not fit_types:
-            raise row.fail("gpus", f"the job ({gpus} GPUs on {nodes} node(s), type "
-                           f"{'|'.join(types)}) fits no pool")
-        charge = min(charge_on(gpus, cpus, mem, n, self.rates) for n in fitting if n.gpu_type in fit_types)
+        size, problem, charge = self._fit(gpus, nodes, types, cpus, mem)
+        if problem is not None or size is None:
+            raise row.fail(*self._misfit(gpus, nodes, types, cpus, mem))
+        nodes = size
         label = (row.text("label") or "medium").lower()
         if label not in LABELS:
             raise row.fail("label", f"label must be one of high, medium, low; got {label!r}")
@@ -278,18 +334,22 @@ class WorkloadBuilder:
 
 def _csv_rows(path: Path) -> Iterator[_Row]:
     where = str(path)
-    with path.open(newline="", encoding="utf-8") as f:
+    with _reading(path), path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         try:
             header = next(reader)
         except StopIteration:
             raise InputError(where, "line 1", "empty file: expected a header row") from None
         header = [h.strip() for h in header]
-        columns = {h: i + 1 for i, h in enumerate(header)}
-        for key in header:
+        columns: dict[str, int] = {}
+        for i, key in enumerate(header, start=1):
             if key not in COLUMNS:
-                raise InputError(where, f"line 1, column {columns[key]}",
+                raise InputError(where, f"line 1, column {i} ({key})",
                                  f"unknown column {key!r} (known: {', '.join(COLUMNS)})")
+            if key in columns:
+                raise InputError(where, f"line 1, column {i} ({key})",
+                                 f"duplicate column {key!r} (also column {columns[key]})")
+            columns[key] = i
         for key in REQUIRED:
             if key not in columns:
                 raise InputError(where, "line 1", f"required column {key!r} is missing")
@@ -302,9 +362,23 @@ def _csv_rows(path: Path) -> Iterator[_Row]:
             yield _Row(where, reader.line_num, dict(zip(header, cells, strict=True)), columns)
 
 
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Turn a file that cannot be read or decoded into an InputError naming it."""
+    where = str(path)
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise InputError(where, "", f"not UTF-8 text (bad byte at offset {exc.start})") from None
+    except csv.Error as exc:
+        raise InputError(where, "", f"not valid CSV: {exc}") from None
+    except OSError as exc:
+        raise InputError(where, "", f"cannot read: {exc.strerror or exc}") from None
+
+
 def _jsonl_rows(path: Path) -> Iterator[_Row]:
     where = str(path)
-    with path.open(encoding="utf-8") as f:
+    with _reading(path), path.open(encoding="utf-8-sig") as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -325,7 +399,8 @@ def build_jobs(rows: Iterable[_Row], policy: Policy, tree: TreeIndex, cluster: C
     b = WorkloadBuilder(policy, tree, cluster)
     jobs = [b.build(r, i) for i, r in enumerate(rows)]
     jobs.sort(key=lambda j: (j.submit, j.seq))
-    return jobs
+    # seq becomes the position in submit order (file order breaks ties): queues order by it
+    return [dataclasses.replace(j, seq=i) if j.seq != i else j for i, j in enumerate(jobs)]
 
 
 def load_workload(path: Path | str, policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:

@@ -1,0 +1,275 @@
+"""Replay benchmark: throughput and peak memory of `run_policy` on a generated workload.
+
+    .venv/bin/python benchmarks/run.py                      # 100,000 jobs, fairshare
+    .venv/bin/python benchmarks/run.py --scaling --policies fairshare,fifo
+    .venv/bin/python benchmarks/run.py --quick              # smoke size, a few seconds
+
+Each measured replay runs in a fresh interpreter (this script re-run with a hidden flag), so its
+peak RSS (`ru_maxrss`) belongs to that one replay and not to earlier ones. In that child:
+
+    generate   the workload records (benchmarks/workload_gen.py; not part of any other figure)
+    load       inputs_from_scenario: validation and resolution of policy, cluster and jobs
+    replay     run_policy: the simulation, producing events, decisions and metrics
+    write      write_replay to a temporary directory
+
+jobs/s and events/s are over the replay time only; events are the lines of events.jsonl.
+The `--scaling` series runs N/16, N/4 and N jobs at the same arrival rate (a longer time span, the
+same load) and reports the time per job and t(k x) / (k * t(1 x)), which is 1.0 for linear growth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+CHILD_FLAG = "--_child"
+QUICK_JOBS = 3200
+SCALING_FACTORS = (1, 4, 16)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    policy: str
+    jobs: int
+    seed: int
+    gpus: int
+    span_days: float  # generated submit span
+    events: int
+    decisions: int
+    preemptions: int
+    occupancy: float
+    generate_s: float
+    load_s: float
+    replay_s: float
+    replay_cpu_s: float
+    write_s: float
+    output_mib: float
+    rss_before_replay_mib: float  # current RSS once the inputs are loaded
+    peak_before_replay_mib: float  # ru_maxrss after generation and loading
+    peak_replay_mib: float  # ru_maxrss after the replay (whole process: generation + load + replay)
+    peak_write_mib: float  # ru_maxrss after writing the outputs
+
+    @property
+    def jobs_per_s(self) -> float:
+        return self.jobs / self.replay_s
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.replay_s
+
+    @property
+    def us_per_job(self) -> float:
+        return 1e6 * self.replay_s / self.jobs
+
+
+# ---------------------------------------------------------------------------------------- child
+
+
+def _maxrss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _current_rss_mib() -> float:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _dir_mib(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+
+
+def child(policy: str, jobs: int, seed: int) -> RunResult:
+    """One measured replay; runs inside a fresh interpreter."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fairshare.outputs import write_replay  # noqa: PLC0415
+    from fairshare.runner import inputs_from_scenario, run_policy  # noqa: PLC0415
+    from workload_gen import cluster_gpus, generate, jobs_per_day  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    data = generate(jobs, seed)
+    t1 = time.perf_counter()
+    inputs = inputs_from_scenario(data)
+    t2 = time.perf_counter()
+    del data  # the raw records are not needed by the replay
+    rss_before = _current_rss_mib()
+    peak_before = _maxrss_mib()
+
+    c0 = time.process_time()
+    t3 = time.perf_counter()
+    out = run_policy(inputs, policy)
+    t4 = time.perf_counter()
+    c1 = time.process_time()
+    peak_replay = _maxrss_mib()
+
+    with tempfile.TemporaryDirectory(prefix="fairshare-bench-") as tmp:
+        folder = Path(tmp) / policy
+        t5 = time.perf_counter()
+        write_replay(folder, inputs.cluster, inputs.policy_text, out)
+        t6 = time.perf_counter()
+        size = _dir_mib(folder)
+    peak_write = _maxrss_mib()
+
+    metrics = out.result.metrics
+    preempt = metrics.get("preemptions")
+    if isinstance(preempt, dict):
+        preempt = preempt.get("total", sum(v for v in preempt.values() if isinstance(v, int)))
+    return RunResult(
+        policy=policy, jobs=len(inputs.jobs), seed=seed, gpus=cluster_gpus(),
+        span_days=jobs / jobs_per_day(), events=len(out.events), decisions=len(out.decisions),
+        preemptions=int(preempt or 0), occupancy=float(metrics.get("occupancy", float("nan"))),
+        generate_s=t1 - t0, load_s=t2 - t1, replay_s=t4 - t3, replay_cpu_s=c1 - c0, write_s=t6 - t5,
+        output_mib=size, rss_before_replay_mib=rss_before, peak_before_replay_mib=peak_before,
+        peak_replay_mib=peak_replay, peak_write_mib=peak_write,
+    )
+
+
+# ---------------------------------------------------------------------------------------- parent
+
+
+def measure(policy: str, jobs: int, seed: int) -> RunResult:
+    """Run one replay in a fresh interpreter and read its result."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), CHILD_FLAG, policy, str(jobs), str(seed)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(f"benchmark child failed ({policy}, {jobs} jobs): exit {proc.returncode}")
+    last = proc.stdout.strip().splitlines()[-1]
+    return RunResult(**json.loads(last))
+
+
+def best(runs: list[RunResult]) -> RunResult:
+    """The fastest replay of the repeats, with the highest peak memory seen over all of them."""
+    fastest = min(runs, key=lambda r: r.replay_s)
+    peak = max(r.peak_replay_mib for r in runs)
+    return RunResult(**{**asdict(fastest), "peak_replay_mib": peak})
+
+
+def fmt_row(r: RunResult) -> str:
+    return (f"{r.policy:<15} {r.jobs:>8,} {r.events:>9,} {r.gpus:>5,} | gen {r.generate_s:6.2f}s "
+            f"load {r.load_s:6.2f}s replay {r.replay_s:7.2f}s (cpu {r.replay_cpu_s:7.2f}s) "
+            f"write {r.write_s:5.2f}s | {r.jobs_per_s:8,.0f} jobs/s {r.events_per_s:9,.0f} events/s | "
+            f"peak RSS {r.peak_replay_mib:7.1f} MiB (after load {r.peak_before_replay_mib:6.1f})")
+
+
+def main_table(results: list[RunResult]) -> str:
+    head = ("| policy | jobs | events | GPUs | span (days) | load (s) | replay (s) | write (s) "
+            "| jobs/s | events/s | peak RSS after load (MiB) | peak RSS after replay (MiB) | preemptions "
+            "| occupancy |")
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for r in results:
+        lines.append(
+            f"| {r.policy} | {r.jobs:,} | {r.events:,} | {r.gpus:,} | {r.span_days:.1f} | {r.load_s:.2f} "
+            f"| {r.replay_s:.2f} | {r.write_s:.2f} | {r.jobs_per_s:,.0f} | {r.events_per_s:,.0f} "
+            f"| {r.peak_before_replay_mib:,.0f} | {r.peak_replay_mib:,.0f} | {r.preemptions:,} "
+            f"| {r.occupancy:.1%} |")
+    return "\n".join(lines)
+
+
+def scaling_table(series: dict[str, list[tuple[int, RunResult]]]) -> str:
+    head = "| policy | scale | jobs | replay (s) | µs/job | t(k×) / (k·t(1×)) | peak RSS (MiB) |"
+    lines = [head, "|---|---|---|---|---|---|---|"]
+    for policy, points in series.items():
+        base = points[0][1].replay_s
+        for k, r in points:
+            ratio = r.replay_s / (k * base)
+            lines.append(f"| {policy} | {k}× | {r.jobs:,} | {r.replay_s:.2f} | {r.us_per_job:.0f} "
+                         f"| {ratio:.2f} | {r.peak_replay_mib:,.0f} |")
+    return "\n".join(lines)
+
+
+def machine_line() -> str:
+    load1, load5, _ = os.getloadavg()
+    return (f"{platform.node() or 'host'}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"load average {load1:.2f}/{load5:.2f}, "
+            f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--jobs", type=int, default=None, help="jobs in the largest run (default 100000)")
+    ap.add_argument("--policies", default="fairshare",
+                    help="comma list of policies: fairshare, fifo, priority-labels (default fairshare)")
+    ap.add_argument("--scaling", action="store_true",
+                    help="also run N/16 and N/4 jobs (same arrival rate, shorter span): the 1x/4x/16x series")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"smoke size: {QUICK_JOBS} jobs unless --jobs is given")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="replays per point; the fastest is reported (default 1)")
+    ap.add_argument("--seed", type=int, default=7, help="workload seed (default 7)")
+    ap.add_argument("--json", type=Path, default=None, help="also write every result to this JSON file")
+    args = ap.parse_args(argv)
+    if args.jobs is None:
+        args.jobs = QUICK_JOBS if args.quick else 100_000
+    if args.jobs < (16 if args.scaling else 1):
+        ap.error("--jobs is too small")
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from fairshare.runner import check_policies  # noqa: PLC0415
+
+    policies = check_policies([p for p in args.policies.split(",") if p.strip()])
+    n: int = args.jobs
+    sizes = {k: n * k // 16 for k in SCALING_FACTORS} if args.scaling else {16: n}
+
+    print(f"# fairshare replay benchmark — {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
+    print(f"# {machine_line()}")
+    print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    sys.stdout.flush()
+
+    done: dict[tuple[str, int], RunResult] = {}
+    for policy in policies:
+        for size in sorted(set(sizes.values())):
+            runs = []
+            for _ in range(args.repeat):
+                r = measure(policy, size, args.seed)
+                print(fmt_row(r), flush=True)
+                runs.append(r)
+            done[(policy, size)] = best(runs)
+
+    results = [done[(p, n)] for p in policies]
+    print()
+    print(f"Replay of {n:,} generated jobs (seed {args.seed}), each in a fresh process"
+          + (f", best of {args.repeat}" if args.repeat > 1 else "") + ":")
+    print()
+    print(main_table(results))
+    if args.scaling:
+        series = {p: [(k, done[(p, s)]) for k, s in sizes.items()] for p in policies}
+        print()
+        print(f"Growth at the same load: 1× = {sizes[1]:,} jobs, 16× = {n:,} jobs:")
+        print()
+        print(scaling_table(series))
+    if args.json is not None:
+        payload: dict[str, Any] = {
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine_line(),
+            "argv": sys.argv, "runs": [asdict(r) for r in done.values()],
+        }
+        args.json.write_text(json.dumps(payload, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == CHILD_FLAG:
+        result = child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        print(json.dumps(asdict(result)))
+        raise SystemExit(0)
+    raise SystemExit(main())
