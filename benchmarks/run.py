@@ -48,10 +48,13 @@ class RunResult:
     decisions: int
     preemptions: int
     occupancy: float
+    train_wait_p50_h: float  # queueing: median wait of training gangs
+    max_wait_h: float
     generate_s: float
     load_s: float
     replay_s: float
-    replay_cpu_s: float
+    replay_cpu_s: float  # CPU time of the replay process: less sensitive than wall time to a busy machine
+    loadavg_1m: float  # 1-minute load average when the replay started (other work on the machine)
     write_s: float
     output_mib: float
     rss_before_replay_mib: float  # current RSS once the inputs are loaded
@@ -110,6 +113,7 @@ def child(policy: str, jobs: int, seed: int) -> RunResult:
     rss_before = _current_rss_mib()
     peak_before = _maxrss_mib()
 
+    loadavg = os.getloadavg()[0]
     c0 = time.process_time()
     t3 = time.perf_counter()
     out = run_policy(inputs, policy)
@@ -129,11 +133,15 @@ def child(policy: str, jobs: int, seed: int) -> RunResult:
     preempt = metrics.get("preemptions")
     if isinstance(preempt, dict):
         preempt = preempt.get("total", sum(v for v in preempt.values() if isinstance(v, int)))
+    train = metrics.get("classes", {}).get("train", {})
+    max_wait = metrics.get("starvation", {}).get("max_wait_s", float("nan"))
     return RunResult(
         policy=policy, jobs=len(inputs.jobs), seed=seed, gpus=cluster_gpus(),
         span_days=jobs / jobs_per_day(), events=len(out.events), decisions=len(out.decisions),
         preemptions=int(preempt or 0), occupancy=float(metrics.get("occupancy", float("nan"))),
-        generate_s=t1 - t0, load_s=t2 - t1, replay_s=t4 - t3, replay_cpu_s=c1 - c0, write_s=t6 - t5,
+        train_wait_p50_h=float(train.get("wait_p50_s", float("nan"))) / 3600.0,
+        max_wait_h=float(max_wait) / 3600.0, generate_s=t1 - t0, load_s=t2 - t1, replay_s=t4 - t3,
+        replay_cpu_s=c1 - c0, loadavg_1m=loadavg, write_s=t6 - t5,
         output_mib=size, rss_before_replay_mib=rss_before, peak_before_replay_mib=peak_before,
         peak_replay_mib=peak_replay, peak_write_mib=peak_write,
     )
@@ -161,36 +169,49 @@ def best(runs: list[RunResult]) -> RunResult:
 
 
 def fmt_row(r: RunResult) -> str:
-    return (f"{r.policy:<15} {r.jobs:>8,} {r.events:>9,} {r.gpus:>5,} | gen {r.generate_s:6.2f}s "
-            f"load {r.load_s:6.2f}s replay {r.replay_s:7.2f}s (cpu {r.replay_cpu_s:7.2f}s) "
-            f"write {r.write_s:5.2f}s | {r.jobs_per_s:8,.0f} jobs/s {r.events_per_s:9,.0f} events/s | "
-            f"peak RSS {r.peak_replay_mib:7.1f} MiB (after load {r.peak_before_replay_mib:6.1f})")
+    return (f"{r.policy:<15} {r.jobs:>8,} jobs {r.events:>9,} events {r.gpus:>5,} GPUs | "
+            f"gen {r.generate_s:5.2f}s load {r.load_s:5.2f}s "
+            f"replay {r.replay_s:7.2f}s (cpu {r.replay_cpu_s:7.2f}s) "
+            f"write {r.write_s:5.2f}s | {r.jobs_per_s:7,.0f} jobs/s {r.events_per_s:8,.0f} events/s | "
+            f"peak RSS {r.peak_replay_mib:6.1f} MiB (after load {r.peak_before_replay_mib:6.1f}) "
+            f"| loadavg {r.loadavg_1m:.2f}")
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def main_table(results: list[RunResult]) -> str:
-    head = ("| policy | jobs | events | GPUs | span (days) | load (s) | replay (s) | write (s) "
-            "| jobs/s | events/s | peak RSS after load (MiB) | peak RSS after replay (MiB) | preemptions "
-            "| occupancy |")
-    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
-    for r in results:
-        lines.append(
-            f"| {r.policy} | {r.jobs:,} | {r.events:,} | {r.gpus:,} | {r.span_days:.1f} | {r.load_s:.2f} "
-            f"| {r.replay_s:.2f} | {r.write_s:.2f} | {r.jobs_per_s:,.0f} | {r.events_per_s:,.0f} "
-            f"| {r.peak_before_replay_mib:,.0f} | {r.peak_replay_mib:,.0f} | {r.preemptions:,} "
-            f"| {r.occupancy:.1%} |")
-    return "\n".join(lines)
+    head = ["policy", "jobs", "events", "GPUs", "load (s)", "replay (s)", "replay CPU (s)", "write (s)",
+            "jobs/s", "events/s", "peak RSS after load (MiB)", "peak RSS after replay (MiB)"]
+    rows = [[r.policy, f"{r.jobs:,}", f"{r.events:,}", f"{r.gpus:,}", f"{r.load_s:.2f}", f"{r.replay_s:.2f}",
+             f"{r.replay_cpu_s:.2f}", f"{r.write_s:.2f}", f"{r.jobs_per_s:,.0f}", f"{r.events_per_s:,.0f}",
+             f"{r.peak_before_replay_mib:,.0f}", f"{r.peak_replay_mib:,.0f}"] for r in results]
+    return _table(head, rows)
+
+
+def workload_table(results: list[RunResult]) -> str:
+    head = ["policy", "jobs", "submit span (days)", "occupancy", "preemptions", "train wait p50 (h)",
+            "max wait (h)", "decisions", "outputs (MiB)", "loadavg at start"]
+    rows = [[r.policy, f"{r.jobs:,}", f"{r.span_days:.1f}", f"{r.occupancy:.1%}", f"{r.preemptions:,}",
+             f"{r.train_wait_p50_h:.2f}", f"{r.max_wait_h:.1f}", f"{r.decisions:,}", f"{r.output_mib:.0f}",
+             f"{r.loadavg_1m:.2f}"] for r in results]
+    return _table(head, rows)
 
 
 def scaling_table(series: dict[str, list[tuple[int, RunResult]]]) -> str:
-    head = "| policy | scale | jobs | replay (s) | µs/job | t(k×) / (k·t(1×)) | peak RSS (MiB) |"
-    lines = [head, "|---|---|---|---|---|---|---|"]
+    head = ["policy", "scale", "jobs", "replay (s)", "µs/job", "t(k×) / (k·t(1×))", "replay CPU (s)",
+            "CPU ratio to linear", "peak RSS (MiB)"]
+    rows = []
     for policy, points in series.items():
-        base = points[0][1].replay_s
+        base, base_cpu = points[0][1].replay_s, points[0][1].replay_cpu_s
         for k, r in points:
-            ratio = r.replay_s / (k * base)
-            lines.append(f"| {policy} | {k}× | {r.jobs:,} | {r.replay_s:.2f} | {r.us_per_job:.0f} "
-                         f"| {ratio:.2f} | {r.peak_replay_mib:,.0f} |")
-    return "\n".join(lines)
+            rows.append([policy, f"{k}×", f"{r.jobs:,}", f"{r.replay_s:.2f}", f"{r.us_per_job:.0f}",
+                         f"{r.replay_s / (k * base):.2f}", f"{r.replay_cpu_s:.2f}",
+                         f"{r.replay_cpu_s / (k * base_cpu):.2f}", f"{r.peak_replay_mib:,.0f}"])
+    return _table(head, rows)
 
 
 def machine_line() -> str:
@@ -252,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
           + (f", best of {args.repeat}" if args.repeat > 1 else "") + ":")
     print()
     print(main_table(results))
+    print()
+    print("The workload and the replay's outcome (not speed figures):")
+    print()
+    print(workload_table(results))
     if args.scaling:
         series = {p: [(k, done[(p, s)]) for k, s in sizes.items()] for p in policies}
         print()

@@ -97,7 +97,7 @@ def format_epoch(epoch: dt.datetime) -> str:
 
 def fmt_duration(seconds: float) -> str:
     """Short human form: 90 -> 1m30s, 7200 -> 2h."""
-    s = int(round(seconds))
+    s = round(seconds)
     if s == 0:
         return "0s"
     if s < 0:

@@ -110,9 +110,9 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
         if policy is not None and pool.gpu_type not in policy.gpu_rates:
             raise InputError(
                 where, f"pools[{pi}].gpu_type",
-                f"unknown GPU type: GPU type {pool.gpu_type!r} has no rate in the policy's "
-                f"gpu_rates (which lists {', '.join(sorted(policy.gpu_rates)) or 'no types'}); "
-                "fix the type here or add its rate to the policy",
+                f"GPU type {pool.gpu_type!r} is unknown: the policy's gpu_rates list "
+                f"{', '.join(sorted(policy.gpu_rates)) or 'no types'}; fix the type here or add a rate "
+                f"for {pool.gpu_type} to the policy",
             )
         per_block = pool.nodes_per_block or pool.count
         for k in range(pool.count):

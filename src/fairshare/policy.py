@@ -193,7 +193,7 @@ class Policy(_Strict):
     def _window(cls, v: Any) -> float:
         w = _dur(v)
         if w <= 0:
-            raise ValueError("window must be > 0")
+            raise ValueError("the rolling window must be longer than 0")
         return w
 
     @field_validator("gpu_rates")

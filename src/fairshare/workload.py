@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import json
 import math
-from contextlib import contextmanager
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,8 @@ class Job:
         }
 
 
-def charge_on(gpus: int, cpus: float | None, mem_gb: float | None, node: Node, rates: dict[str, float]) -> float:
+def charge_on(gpus: int, cpus: float | None, mem_gb: float | None, node: Node,
+              rates: dict[str, float]) -> float:
     """rate[type] x max(gpus, cpus / cpus_per_gpu, mem / mem_per_gpu): DRF priced as billing."""
     dominant = float(gpus)
     if cpus and node.cpus:
@@ -211,7 +213,7 @@ class WorkloadBuilder:
                 None, f"a job of {gpus} GPUs fits no pool of type {'|'.join(types)}", 0.0)
         else:
             per = gpus // nodes
-            charges = []
+            charges: list[float] = []
             for ty in types:
                 fitting = [(n, c) for n, c in self.kinds_by_type[ty]
                            if n.gpus >= per and (not cpus or not n.cpus or cpus / nodes <= n.cpus)
@@ -221,7 +223,8 @@ class WorkloadBuilder:
             if charges:
                 out = (nodes, None, min(charges))
             else:
-                out = (nodes, f"the job ({gpus} GPUs on {nodes} node(s), type {'|'.join(types)}) fits no pool", 0.0)
+                out = (nodes, f"the job ({gpus} GPUs on {nodes} node(s), type {'|'.join(types)}) "
+                              "fits no pool", 0.0)
         self._fit_cache[key] = out
         return out
 
@@ -271,15 +274,20 @@ class WorkloadBuilder:
             raise row.fail("group", "a value is required")
         node = self.paths.get(group)
         if node is None:
-            raise row.fail("group", f"no group {group!r} in the policy tree")
+            raise row.fail("group", f"no group {group!r} in the policy tree"
+                           f"{_did_you_mean(group, self.paths)}")
         if node not in self.leafset:
-            raise row.fail("group", f"group {group!r} is not a leaf: jobs are charged to leaves")
+            below = ", ".join(self.tree.paths[c] for c in self.tree.children[node])
+            raise row.fail("group", f"group {group!r} is not a leaf: jobs are charged to leaves "
+                           f"(under it: {below})")
         cls_name = row.text("class")
         if cls_name is None:
             raise row.fail("class", "a value is required")
         cls = self.policy.classes.get(cls_name)
         if cls is None:
-            raise row.fail("class", f"unknown class {cls_name!r} (known: {', '.join(self.policy.classes)})")
+            raise row.fail("class", f"unknown class {cls_name!r}"
+                           f"{_did_you_mean(cls_name, self.policy.classes)} "
+                           f"(known: {', '.join(self.policy.classes)})")
         gpus = row.integer("gpus", required=True)
         assert gpus is not None
         work = row.number("work", required=True, positive=True)
@@ -330,6 +338,11 @@ class WorkloadBuilder:
             restore=cls.restore, startup=cls.startup, max_stall=cls.max_stall,
             stall_after=stall_after, charge=charge, seq=seq,
         )
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _csv_rows(path: Path) -> Iterator[_Row]:
@@ -385,7 +398,8 @@ def _jsonl_rows(path: Path) -> Iterator[_Row]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InputError(where, f"line {n}, column {exc.colno}", f"not valid JSON: {exc.msg}") from None
+                raise InputError(where, f"line {n}, column {exc.colno}",
+                                 f"not valid JSON: {exc.msg}") from None
             if not isinstance(obj, dict):
                 raise InputError(where, f"line {n}", "expected a JSON object")
             row = _Row(where, n, obj, None)

@@ -1,0 +1,48 @@
+"""Outputs agree with the independent checker in ../shared/tools (FORMATS.md, 1e-6 relative)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import job, run_checker, tiny_cluster, tiny_policy
+from fairshare.outputs import write_replay
+from fairshare.runner import inputs_from_scenario, run_policy
+from fairshare.scenarios import SCENARIOS, ScenarioData
+from fairshare.strategies import STRATEGIES
+
+POLICIES = sorted(STRATEGIES)
+
+
+def _check(tmp_path: Path, data: ScenarioData, policy: str) -> None:
+    inputs = inputs_from_scenario(data)
+    out = run_policy(inputs, policy)
+    folder = tmp_path / policy
+    write_replay(folder, inputs.cluster, inputs.policy_text, out)
+    res = run_checker(folder, data.policy, data.cluster)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "OK:" in res.stdout
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_eight_gpu_outputs_pass_the_independent_checker(tmp_path: Path, policy: str) -> None:
+    _check(tmp_path, SCENARIOS["eight-gpu"](1), policy)
+
+
+def test_edge_cases_pass_the_checker(tmp_path: Path) -> None:
+    # hangs, drains with immediate deadline, deadlines, gangs, cpu-dominant charge, exception expiry
+    policy = tiny_policy(exceptions=[{"group": "b", "extra_share": 50, "expires": "6h"}])
+    cluster = tiny_cluster(nodes=3, per_block=2, maintenance=[
+        {"nodes": ["n-001"], "start": "2h", "deadline": "2h", "end": "5h"}])
+    jobs = [job(f"j{i}", 300.0 * i, "ab"[i % 2], ("debug", "train", "eval")[i % 3], (1, 2, 4, 8, 16)[i % 5],
+                900 + 311 * i, **({"stall_after": 400} if i % 7 == 3 else {}),
+                **({"cpus": 40} if i % 11 == 5 else {})) for i in range(80)]
+    _check(tmp_path, ScenarioData("edge", "edge", policy, cluster, jobs), "fairshare")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "eight-gpu"])
+def test_every_scenario_passes_the_independent_checker(tmp_path: Path, scenario: str, policy: str) -> None:
+    _check(tmp_path, SCENARIOS[scenario](1), policy)
