@@ -20,6 +20,7 @@ same load) and reports the time per job and t(k x) / (k * t(1 x)), which is 1.0 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -214,6 +215,27 @@ def scaling_table(series: dict[str, list[tuple[int, RunResult]]]) -> str:
     return _table(head, rows)
 
 
+def source_line() -> str:
+    """The commit and a fingerprint of uncommitted changes to src/ (read-only git; no index refresh)."""
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+
+    def git(*args: str) -> str | None:
+        try:
+            p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=env, check=False)
+        except OSError:
+            return None
+        return p.stdout.decode(errors="replace") if p.returncode == 0 else None
+
+    head = git("rev-parse", "--short", "HEAD")
+    if head is None:
+        return "source: not a git checkout"
+    diff = git("diff", "HEAD", "--", "src") or ""
+    fingerprint = hashlib.sha256(diff.encode()).hexdigest()[:12]
+    state = f"src/ modified, diff sha256 {fingerprint}" if diff else "src/ clean"
+    return f"source: commit {head.strip()}, {state}"
+
+
 def machine_line() -> str:
     load1, load5, _ = os.getloadavg()
     return (f"{platform.node() or 'host'}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
@@ -254,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"# fairshare replay benchmark — {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
     print(f"# {machine_line()}")
+    print(f"# {source_line()}")
     print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     sys.stdout.flush()
 
@@ -286,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         payload: dict[str, Any] = {
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine_line(),
+            "source": source_line(),
             "argv": sys.argv, "runs": [asdict(r) for r in done.values()],
         }
         args.json.write_text(json.dumps(payload, indent=1) + "\n")

@@ -155,3 +155,39 @@ def test_priority_labels_with_equal_labels_equals_fifo() -> None:
     a = replay(tiny_policy(), tiny_cluster(nodes=2), jobs, "fifo").events
     b = replay(tiny_policy(), tiny_cluster(nodes=2), jobs, "priority-labels").events
     assert a == b
+
+
+def test_reservation_is_audited_once_when_it_is_made() -> None:
+    import json
+
+    cluster = tiny_cluster(nodes=4, per_block=4, horizon="3d")
+    out = replay(tiny_policy(), cluster, _gang_stream())
+    reserves = [r for r in map(json.loads, out.decisions) if r["decision"] == "reserve"]
+    assert reserves[0]["job"] == "gang"
+    assert reserves[0]["t"] == pytest.approx(H + 1800, abs=60)  # after gang_reserve_after (30 min)
+    assert [r["job"] for r in reserves].count("gang") == 1  # logged when made, not on every pass
+
+
+@pytest.mark.parametrize(("extra", "pool_type", "expected"), [
+    ({}, "H100", 2.0),  # 2 GPUs x rate 1.0
+    ({}, "A100", 1.0),  # 2 GPUs x rate 0.5
+    ({"cpus": 32}, "H100", 4.0),  # 32 cpus / (64 cpus / 8 GPUs) = 4 GPU-equivalents dominate
+    ({"mem_gb": 384}, "H100", 6.0),  # 384 GB / (512 GB / 8) = 6
+    ({"cpus": 32}, "A100", 2.0),  # dominant 4 x rate 0.5
+], ids=["gpus", "gpu-rate", "cpu-dominant", "mem-dominant", "cpu-dominant-rated"])
+def test_charge_is_the_dominant_resource_priced_at_the_gpu_type(extra: dict[str, Any], pool_type: str,
+                                                               expected: float) -> None:
+    cluster = tiny_cluster(nodes=1)
+    cluster["pools"][0]["gpu_type"] = pool_type
+    out = replay(tiny_policy(), cluster, [job("j", 0, "a", "debug", 2, 600, **extra)])
+    evs = events_of(out)
+    assert by_type(evs, "submit")[0]["charge"] == pytest.approx(expected)
+    assert by_type(evs, "start")[0]["charge"] == pytest.approx(expected)
+    assert out.result.metrics["groups"]["a"]["delivered_gpu_h"] == pytest.approx(expected * 600 / 3600)
+
+
+def test_lost_work_per_group_adds_up_to_the_metric_in_gpu_hours() -> None:
+    jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H) for i in range(8)] + [job("b0", 60, "b", "debug", 1, 600)]
+    res = replay(tiny_policy(), tiny_cluster(nodes=1), jobs).result
+    assert res.lost_gpu_h["a"] == pytest.approx(0.5)  # 1800 GPU-s
+    assert sum(res.lost_gpu_h.values()) == pytest.approx(res.metrics["lost_work_gpu_h"])

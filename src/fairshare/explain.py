@@ -103,4 +103,7 @@ def _why_waited(events: list[dict[str, Any]], decisions: list[dict[str, Any]]) -
                        "submits) took the capacity as it freed up")
         for h in holds:
             out.append(f"    t={h['t']:.1f}: {h['reason']} — {HOLD_TEXT.get(h['reason'], h['reason'])}")
+        for r in decisions:
+            if r["decision"] == "reserve" and a <= r["t"] and (b is None or r["t"] <= b):
+                out.append(f"    t={r['t']:.1f}: capacity reserved for it on {', '.join(r['nodes'])}")
     return out

@@ -116,6 +116,7 @@ class Simulator:
         self.events: list[str] = []
         self.decisions: list[str] = []
         self.last_hold: dict[str, str] = {}
+        self.last_reservation: tuple[str, tuple[int, ...]] | None = None
         self.finished = 0
         self.dirty = True
         self.rates_state: IntervalState | None = None
@@ -344,6 +345,11 @@ class Simulator:
             self._start(job, s.alloc, s.charge)
             self.last_hold.pop(s.job, None)
             self._audit("start", s.job, {"nodes": [self.cluster.nodes[i].name for i, _ in s.alloc], **s.evidence})
+        if d.reservation != self.last_reservation:
+            self.last_reservation = d.reservation
+            if d.reservation is not None:
+                job_id, nodes = d.reservation
+                self._audit("reserve", job_id, {"nodes": [self.cluster.nodes[i].name for i in nodes]})
         for h in d.holds:
             if self.last_hold.get(h.job) != h.reason:
                 self.last_hold[h.job] = h.reason
@@ -393,5 +399,5 @@ class Simulator:
                                         self.policy.gates, self.exceptions)
         waits = {c: tuple(v) for c, v in self.metrics.waits(end).items()}
         result = ReplayResult(self.strategy.name, self.scenario, metrics, self.metrics.series(), waits,
-                              dict(self.metrics.lost_by_top))
+                              {g: s / 3600 for g, s in self.metrics.lost_by_top.items()})
         return ReplayOutput(self.events, self.decisions, result)
