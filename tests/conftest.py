@@ -36,9 +36,22 @@ def tiny_policy(**over: Any) -> dict[str, Any]:
         "gpu_rates": {"H100": 1.0, "A100": 0.5},
         "tree": [{"name": "a", "share": 50}, {"name": "b", "share": 50}],
         "classes": {
-            "debug": {"protected": "15m", "resumable": True, "checkpoint": "5m", "restore": "30s", "max_stall": "10m"},
-            "train": {"protected": "30m", "max_protected": "2h", "resumable": True, "checkpoint": "30m",
-                      "restore": "2m", "startup": "1m", "max_stall": "20m"},
+            "debug": {
+                "protected": "15m",
+                "resumable": True,
+                "checkpoint": "5m",
+                "restore": "30s",
+                "max_stall": "10m",
+            },
+            "train": {
+                "protected": "30m",
+                "max_protected": "2h",
+                "resumable": True,
+                "checkpoint": "30m",
+                "restore": "2m",
+                "startup": "1m",
+                "max_stall": "20m",
+            },
             "eval": {"protected": "10m", "resumable": False, "deadline": "2h"},
         },
     }
@@ -47,8 +60,19 @@ def tiny_policy(**over: Any) -> dict[str, Any]:
 
 
 def tiny_cluster(nodes: int = 2, gpus: int = 8, per_block: int | None = None, **over: Any) -> dict[str, Any]:
-    c: dict[str, Any] = {"pools": [{"name": "n", "count": nodes, "gpus": gpus, "gpu_type": "H100", "cpus": 64,
-                                    "mem_gb": 512, **({"nodes_per_block": per_block} if per_block else {})}]}
+    c: dict[str, Any] = {
+        "pools": [
+            {
+                "name": "n",
+                "count": nodes,
+                "gpus": gpus,
+                "gpu_type": "H100",
+                "cpus": 64,
+                "mem_gb": 512,
+                **({"nodes_per_block": per_block} if per_block else {}),
+            }
+        ]
+    }
     c.update(over)
     return c
 
@@ -57,13 +81,15 @@ def job(jid: str, submit: float, group: str, cls: str, gpus: int, work: float, *
     return {"job_id": jid, "submit": submit, "group": group, "class": cls, "gpus": gpus, "work": work, **kw}
 
 
-def make_inputs(policy: dict[str, Any], cluster: dict[str, Any], jobs: list[dict[str, Any]],
-                name: str = "test") -> Inputs:
+def make_inputs(
+    policy: dict[str, Any], cluster: dict[str, Any], jobs: list[dict[str, Any]], name: str = "test"
+) -> Inputs:
     return inputs_from_scenario(ScenarioData(name, name, policy, cluster, jobs))
 
 
-def replay(policy: dict[str, Any], cluster: dict[str, Any], jobs: list[dict[str, Any]],
-           strategy: str = "fairshare") -> ReplayOutput:
+def replay(
+    policy: dict[str, Any], cluster: dict[str, Any], jobs: list[dict[str, Any]], strategy: str = "fairshare"
+) -> ReplayOutput:
     return run_policy(make_inputs(policy, cluster, jobs), strategy)
 
 
@@ -73,14 +99,27 @@ def events_of(out: ReplayOutput) -> list[dict[str, Any]]:
     return [json.loads(e) for e in out.events]
 
 
-def run_checker(folder: Path, policy: dict[str, Any], cluster: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def run_checker(
+    folder: Path, policy: dict[str, Any], cluster: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
     """Run the independent checker from ../shared on an output folder (fails loudly if absent)."""
     if not CHECKER.exists():
-        pytest.fail(f"the independent checker is missing: {CHECKER} (set FAIRSHARE_SHARED to the shared folder)")
+        pytest.fail(
+            f"the independent checker is missing: {CHECKER} (set FAIRSHARE_SHARED to the shared folder)"
+        )
     (folder / "_policy.yaml").write_text(yaml.safe_dump(policy))
     (folder / "_cluster.yaml").write_text(yaml.safe_dump(cluster))
     return subprocess.run(
-        [sys.executable, str(CHECKER), str(folder), "--policy", str(folder / "_policy.yaml"),
-         "--cluster", str(folder / "_cluster.yaml")],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            str(CHECKER),
+            str(folder),
+            "--policy",
+            str(folder / "_policy.yaml"),
+            "--cluster",
+            str(folder / "_cluster.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )

@@ -95,8 +95,9 @@ def test_label_inflation_priority_labels_produces_exactly_fifos_events() -> None
 
 def test_label_inflation_fairshare_events_do_not_change_when_labels_change() -> None:
     data = SCENARIOS["label-inflation"](SEED)
-    relabelled = dataclasses.replace(data, jobs=[{**j, "label": ("low", "medium", "high")[i % 3]}
-                                                 for i, j in enumerate(data.jobs)])
+    relabelled = dataclasses.replace(
+        data, jobs=[{**j, "label": ("low", "medium", "high")[i % 3]} for i, j in enumerate(data.jobs)]
+    )
     a = run("label-inflation", "fairshare").events
     b = run_policy(inputs_from_scenario(relabelled), "fairshare").events
     assert a == b

@@ -34,8 +34,19 @@ def test_compare_scenario_writes_one_folder_per_policy_and_one_report(tmp_path: 
 
 
 def test_compare_workload_writes_policy_folders_directly_under_out(tmp_path: Path) -> None:
-    code, out = invoke("compare", "--policy", str(EX / "policy.yaml"), "--cluster", str(EX / "cluster.yaml"),
-                       "--workload", str(EX / "workload.csv"), "--policies", "fifo", "--out", str(tmp_path))
+    code, out = invoke(
+        "compare",
+        "--policy",
+        str(EX / "policy.yaml"),
+        "--cluster",
+        str(EX / "cluster.yaml"),
+        "--workload",
+        str(EX / "workload.csv"),
+        "--policies",
+        "fifo",
+        "--out",
+        str(tmp_path),
+    )
     assert code == 0, out
     assert (tmp_path / "fifo" / "events.jsonl").is_file()
     assert (tmp_path / "fifo" / "policy.yaml").read_text() == (EX / "policy.yaml").read_text()
@@ -45,8 +56,19 @@ def test_require_gates_exits_1_when_a_fairshare_gate_fails(tmp_path: Path) -> No
     policy = yaml.safe_load((EX / "policy.yaml").read_text())
     policy["gates"]["lost_work_pct"] = 0.0  # fairshare preempts in this workload, so this fails
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(policy))
-    args = ["compare", "--policy", str(tmp_path / "p.yaml"), "--cluster", str(EX / "cluster.yaml"),
-            "--workload", str(EX / "workload.csv"), "--policies", "fairshare", "--out", str(tmp_path / "o")]
+    args = [
+        "compare",
+        "--policy",
+        str(tmp_path / "p.yaml"),
+        "--cluster",
+        str(EX / "cluster.yaml"),
+        "--workload",
+        str(EX / "workload.csv"),
+        "--policies",
+        "fairshare",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     code, out = invoke(*args, "--require-gates")
     assert code == 1
     assert "gate failed: workload: fairshare lost_work_pct" in out
@@ -54,14 +76,22 @@ def test_require_gates_exits_1_when_a_fairshare_gate_fails(tmp_path: Path) -> No
     assert code == 0
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["compare", "--scenario", "nope", "--out", "x"], "unknown scenario"),
-    (["compare", "--scenario", "eight-gpu", "--policies", "fifo,lottery", "--out", "x"], "unknown policy"),
-    (["compare", "--out", "x"], "give --scenario, or all of --policy, --cluster and --workload"),
-    (["explain", "--out", "nowhere", "--job", "j"], "no events.jsonl"),
-], ids=["unknown-scenario", "unknown-policy", "missing-inputs", "explain-no-output"])
-def test_bad_arguments_exit_2_with_a_clear_message(tmp_path: Path, args: list[str], message: str,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["compare", "--scenario", "nope", "--out", "x"], "unknown scenario"),
+        (
+            ["compare", "--scenario", "eight-gpu", "--policies", "fifo,lottery", "--out", "x"],
+            "unknown policy",
+        ),
+        (["compare", "--out", "x"], "give --scenario, or all of --policy, --cluster and --workload"),
+        (["explain", "--out", "nowhere", "--job", "j"], "no events.jsonl"),
+    ],
+    ids=["unknown-scenario", "unknown-policy", "missing-inputs", "explain-no-output"],
+)
+def test_bad_arguments_exit_2_with_a_clear_message(
+    tmp_path: Path, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     code, out = invoke(*args)
     assert code == 2
@@ -87,6 +117,13 @@ def test_explain_shows_decisions_with_evidence_and_why_the_job_waited(tmp_path: 
 def test_scenarios_lists_every_builtin_scenario() -> None:
     code, out = invoke("scenarios")
     assert code == 0
-    for name in ("normal", "small-burst", "large-training", "maintenance-drain", "idle-return",
-                 "label-inflation", "eight-gpu"):
+    for name in (
+        "normal",
+        "small-burst",
+        "large-training",
+        "maintenance-drain",
+        "idle-return",
+        "label-inflation",
+        "eight-gpu",
+    ):
         assert any(line.startswith(name + " ") for line in out.splitlines()), name

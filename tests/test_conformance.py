@@ -33,11 +33,22 @@ def test_eight_gpu_outputs_pass_the_independent_checker(tmp_path: Path, policy: 
 def test_edge_cases_pass_the_checker(tmp_path: Path) -> None:
     # hangs, drains with immediate deadline, deadlines, gangs, cpu-dominant charge, exception expiry
     policy = tiny_policy(exceptions=[{"group": "b", "extra_share": 50, "expires": "6h"}])
-    cluster = tiny_cluster(nodes=3, per_block=2, maintenance=[
-        {"nodes": ["n-001"], "start": "2h", "deadline": "2h", "end": "5h"}])
-    jobs = [job(f"j{i}", 300.0 * i, "ab"[i % 2], ("debug", "train", "eval")[i % 3], (1, 2, 4, 8, 16)[i % 5],
-                900 + 311 * i, **({"stall_after": 400} if i % 7 == 3 else {}),
-                **({"cpus": 40} if i % 11 == 5 else {})) for i in range(80)]
+    cluster = tiny_cluster(
+        nodes=3, per_block=2, maintenance=[{"nodes": ["n-001"], "start": "2h", "deadline": "2h", "end": "5h"}]
+    )
+    jobs = [
+        job(
+            f"j{i}",
+            300.0 * i,
+            "ab"[i % 2],
+            ("debug", "train", "eval")[i % 3],
+            (1, 2, 4, 8, 16)[i % 5],
+            900 + 311 * i,
+            **({"stall_after": 400} if i % 7 == 3 else {}),
+            **({"cpus": 40} if i % 11 == 5 else {}),
+        )
+        for i in range(80)
+    ]
     _check(tmp_path, ScenarioData("edge", "edge", policy, cluster, jobs), "fairshare")
 
 

@@ -23,10 +23,30 @@ from fairshare.workload import Job
 # A resumable 8-GPU training job: 1000 s of work, 60 s startup, 30 s restore, checkpoint every 100 s
 # of progress, protected 600 s.
 TRAIN = Job(
-    id="j1", submit=0.0, group="research", leaf=0, user="u", cls="train", gpus=8, nodes=1,
-    gpu_types=None, cpus=None, mem_gb=None, work=1000.0, label="medium", deadline=None,
-    protected=600.0, protected_capped=False, resumable=True, checkpoint=100.0, restore=30.0,
-    startup=60.0, max_stall=600.0, stall_after=None, charge=8.0, seq=0,
+    id="j1",
+    submit=0.0,
+    group="research",
+    leaf=0,
+    user="u",
+    cls="train",
+    gpus=8,
+    nodes=1,
+    gpu_types=None,
+    cpus=None,
+    mem_gb=None,
+    work=1000.0,
+    label="medium",
+    deadline=None,
+    protected=600.0,
+    protected_capped=False,
+    resumable=True,
+    checkpoint=100.0,
+    restore=30.0,
+    startup=60.0,
+    max_stall=600.0,
+    stall_after=None,
+    charge=8.0,
+    seq=0,
 )
 # The same job, not resumable (checkpoint 0 as resolved by the workload loader).
 EVAL = dataclasses.replace(TRAIN, id="j2", cls="eval", resumable=False, checkpoint=0.0)
@@ -88,8 +108,16 @@ def test_run_progress_starts_after_the_overhead(t: float, expected: float) -> No
         (100.0, 900.0, 100.0),  # reaches the end exactly: min(100, 1000 - 900)
         (100.0, 950.0, 50.0),  # capped at the work left: min(100, 1000 - 950)
     ],
-    ids=["zero", "before_first", "at_first", "at_multiple", "just_before_multiple", "between",
-         "at_work_end", "capped_at_work_left"],
+    ids=[
+        "zero",
+        "before_first",
+        "at_first",
+        "at_multiple",
+        "just_before_multiple",
+        "between",
+        "at_work_end",
+        "capped_at_work_left",
+    ],
 )
 def test_kept_on_preempt_resumable(progress: float, kept: float, expected: float) -> None:
     assert kept_on_preempt(TRAIN, progress, kept) == pytest.approx(expected)
@@ -116,8 +144,13 @@ def test_kept_on_preempt_non_resumable_is_zero() -> None:
         # non-resumable: the whole run is lost: 410 * 8 = 3280
         (EVAL, (0.0, 410.0, 60.0, 0.0), 3280.0),
     ],
-    ids=["resumable_between_checkpoints", "resumable_at_checkpoint", "during_overhead",
-         "resumable_restart", "non_resumable_whole_run"],
+    ids=[
+        "resumable_between_checkpoints",
+        "resumable_at_checkpoint",
+        "during_overhead",
+        "resumable_restart",
+        "non_resumable_whole_run",
+    ],
 )
 def test_lost_gpu_s(the_job: Job, run: tuple[float, float, float, float], expected: float) -> None:
     t0, t, overhead, kept = run

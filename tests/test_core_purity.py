@@ -17,16 +17,23 @@ from fairshare.strategies import Strategy
 
 def _state(s: Snapshot) -> Any:
     return (
-        list(s.index.free), [sorted(b) for t in s.index.buckets for b in t], list(s.index.available),
-        {k: list(v) for k, v in s.pending.queues.items()}, sorted(s.pending.jobs),
-        {k: copy.copy(v) for k, v in s.states.items()}, list(s.running), list(s.debt), list(s.used),
+        list(s.index.free),
+        [sorted(b) for t in s.index.buckets for b in t],
+        list(s.index.available),
+        {k: list(v) for k, v in s.pending.queues.items()},
+        sorted(s.pending.jobs),
+        {k: copy.copy(v) for k, v in s.states.items()},
+        list(s.running),
+        list(s.debt),
+        list(s.used),
         list(s.deadline_queue),
     )
 
 
 @pytest.mark.parametrize("policy", ["fairshare", "fifo", "priority-labels"])
-def test_decide_never_mutates_its_snapshot_nor_reads_the_clock(monkeypatch: pytest.MonkeyPatch,
-                                                               policy: str) -> None:
+def test_decide_never_mutates_its_snapshot_nor_reads_the_clock(
+    monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
     real = sim_module.decide
     calls = [0]
 

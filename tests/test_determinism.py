@@ -13,8 +13,12 @@ from fairshare.scenarios import SCENARIOS
 
 def _compare(out: Path, env_seed: str) -> None:
     env = {**os.environ, "PYTHONHASHSEED": env_seed}
-    subprocess.run([sys.executable, "-m", "fairshare.cli", "compare", "--scenario", "eight-gpu", "--out", str(out)],
-                   check=True, env=env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "fairshare.cli", "compare", "--scenario", "eight-gpu", "--out", str(out)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
 
 
 def test_compare_is_byte_identical_across_processes_and_hash_seeds(tmp_path: Path) -> None:

@@ -79,8 +79,16 @@ class Exchange:
     victim_charge: float
 
     def allowed(self) -> bool:
-        return may_take_from(self.taker_prio, self.victim_prio, self.taker_used, self.taker_owed,
-                             self.taker_charge, self.victim_used, self.victim_owed, self.victim_charge)
+        return may_take_from(
+            self.taker_prio,
+            self.victim_prio,
+            self.taker_used,
+            self.taker_owed,
+            self.taker_charge,
+            self.victim_used,
+            self.victim_owed,
+            self.victim_charge,
+        )
 
     def reversed_after(self) -> Exchange:
         """The victim side trying to take back right after the exchange, with the same charges and
@@ -88,9 +96,11 @@ class Exchange:
         return Exchange(
             taker_prio=max(self.taker_prio, self.victim_prio) + 1,
             victim_prio=min(self.taker_prio, self.victim_prio),
-            taker_used=self.victim_used - self.victim_charge, taker_owed=self.victim_owed,
+            taker_used=self.victim_used - self.victim_charge,
+            taker_owed=self.victim_owed,
             taker_charge=self.victim_charge,
-            victim_used=self.taker_used + self.taker_charge, victim_owed=self.taker_owed,
+            victim_used=self.taker_used + self.taker_charge,
+            victim_owed=self.taker_owed,
             victim_charge=self.taker_charge,
         )
 
@@ -153,7 +163,9 @@ positive = st.floats(0.5, 100)
     victim=st.tuples(st.floats(0, 100), positive, positive),
 )
 def test_no_ping_pong_property(
-    prios: tuple[float, float], taker: tuple[float, float, float], victim: tuple[float, float, float],
+    prios: tuple[float, float],
+    taker: tuple[float, float, float],
+    victim: tuple[float, float, float],
 ) -> None:
     ex = Exchange(prios[0], prios[1], *taker, *victim)
     assume(ex.victim_used >= ex.victim_charge)  # the victim's job is part of its side's usage

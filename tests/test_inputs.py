@@ -82,8 +82,14 @@ class Files:
         return p
 
 
-def write_inputs(tmp_path: Path, *, policy: str = POLICY, cluster: str = CLUSTER, workload: str = WORKLOAD,
-                 workload_name: str = "jobs.csv") -> Files:
+def write_inputs(
+    tmp_path: Path,
+    *,
+    policy: str = POLICY,
+    cluster: str = CLUSTER,
+    workload: str = WORKLOAD,
+    workload_name: str = "jobs.csv",
+) -> Files:
     files = Files(tmp_path / "policy.yaml", tmp_path / "cluster.yaml", tmp_path / workload_name)
     files.policy.write_text(policy, encoding="utf-8")
     files.cluster.write_text(cluster, encoding="utf-8")
@@ -100,8 +106,19 @@ def run_check(f: Files) -> Result:
 
 
 def run_compare(f: Files, out: Path) -> Result:
-    return run("compare", "--policy", f.policy, "--cluster", f.cluster, "--workload", f.workload,
-               "--out", out, "--policies", "fifo")
+    return run(
+        "compare",
+        "--policy",
+        f.policy,
+        "--cluster",
+        f.cluster,
+        "--workload",
+        f.workload,
+        "--out",
+        out,
+        "--policies",
+        "fifo",
+    )
 
 
 def edit(text: str, old: str, new: str) -> str:
@@ -142,179 +159,507 @@ GOOD_ROW = '"job_id": "j1", "submit": 0, "group": "product/serving", "class": "e
 
 CASES = [
     # ---- policy: keys and tree
-    pytest.param(Bad("policy", "window: 7d", "windw: 7d", "windw", "unknown key 'windw'"),
-                 id="policy-unknown-top-key"),
-    pytest.param(Bad("policy", "window: 7d", "windw: 7d", "windw", "did you mean 'window'"),
-                 id="policy-unknown-key-suggests"),
-    pytest.param(Bad("policy", "restore: 2m}", "restore: 2m, preemptible: true}", "classes.train.preemptible",
-                     "unknown key 'preemptible'"), id="class-unknown-key"),
-    pytest.param(Bad("policy", "{name: eval, share: 1}", "{name: eval, share: 1, weight: 2}",
-                     "tree[0].children[1].weight", "unknown key 'weight'"), id="tree-unknown-key"),
-    pytest.param(Bad("policy", "{name: eval, share: 1}", "{name: eval, share: 0}",
-                     "tree[0].children[1].share", "share must be > 0, got 0"), id="share-zero"),
-    pytest.param(Bad("policy", "share: 60", "share: -5", "tree[1].share", "share must be > 0, got -5"),
-                 id="share-negative"),
-    pytest.param(Bad("policy", "share: 60", "share: lots", "tree[1].share", "expected a number, got 'lots'"),
-                 id="share-not-a-number"),
-    pytest.param(Bad("policy", "{name: eval, share: 1}", "{name: eval}", "tree[0].children[1].share",
-                     "required key 'share' is missing"), id="share-missing"),
-    pytest.param(Bad("policy", "{name: data, share: 1}", "{name: arch, share: 1}",
-                     "tree[1].children[1].name", "duplicate sibling name 'arch'"), id="duplicate-sibling"),
-    pytest.param(Bad("policy", "- name: research", "- name: product", "tree[1].name",
-                     "duplicate sibling name 'product'"), id="duplicate-top-level"),
-    pytest.param(Bad("policy", "{name: data, share: 1}", "{name: data/x, share: 1}",
-                     "tree[1].children[1].name", "may not contain '/'"), id="group-name-with-slash"),
-    pytest.param(Bad("policy", "tree:\n  - name: product", "tree: product\nx:\n  - name: product",
-                     "tree", "expected a list"), id="tree-not-a-list"),
+    pytest.param(
+        Bad("policy", "window: 7d", "windw: 7d", "windw", "unknown key 'windw'"), id="policy-unknown-top-key"
+    ),
+    pytest.param(
+        Bad("policy", "window: 7d", "windw: 7d", "windw", "did you mean 'window'"),
+        id="policy-unknown-key-suggests",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "restore: 2m}",
+            "restore: 2m, preemptible: true}",
+            "classes.train.preemptible",
+            "unknown key 'preemptible'",
+        ),
+        id="class-unknown-key",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "{name: eval, share: 1}",
+            "{name: eval, share: 1, weight: 2}",
+            "tree[0].children[1].weight",
+            "unknown key 'weight'",
+        ),
+        id="tree-unknown-key",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "{name: eval, share: 1}",
+            "{name: eval, share: 0}",
+            "tree[0].children[1].share",
+            "share must be > 0, got 0",
+        ),
+        id="share-zero",
+    ),
+    pytest.param(
+        Bad("policy", "share: 60", "share: -5", "tree[1].share", "share must be > 0, got -5"),
+        id="share-negative",
+    ),
+    pytest.param(
+        Bad("policy", "share: 60", "share: lots", "tree[1].share", "expected a number, got 'lots'"),
+        id="share-not-a-number",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "{name: eval, share: 1}",
+            "{name: eval}",
+            "tree[0].children[1].share",
+            "required key 'share' is missing",
+        ),
+        id="share-missing",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "{name: data, share: 1}",
+            "{name: arch, share: 1}",
+            "tree[1].children[1].name",
+            "duplicate sibling name 'arch'",
+        ),
+        id="duplicate-sibling",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "- name: research",
+            "- name: product",
+            "tree[1].name",
+            "duplicate sibling name 'product'",
+        ),
+        id="duplicate-top-level",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "{name: data, share: 1}",
+            "{name: data/x, share: 1}",
+            "tree[1].children[1].name",
+            "may not contain '/'",
+        ),
+        id="group-name-with-slash",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "tree:\n  - name: product",
+            "tree: product\nx:\n  - name: product",
+            "tree",
+            "expected a list",
+        ),
+        id="tree-not-a-list",
+    ),
     # ---- policy: classes
-    pytest.param(Bad("policy", "protected: 15m, max_protected: 15m", "protected: 20m, max_protected: 15m",
-                     "classes.debug", "protected (20m) is above max_protected (15m)"),
-                 id="protected-above-max"),
-    pytest.param(Bad("policy", "checkpoint: 5m, ", "", "classes.debug",
-                     "resumable: true needs checkpoint > 0"), id="resumable-without-checkpoint"),
-    pytest.param(Bad("policy", "checkpoint: 5m", "checkpoint: 0", "classes.debug",
-                     "resumable: true needs checkpoint > 0"), id="resumable-zero-checkpoint"),
-    pytest.param(Bad("policy", "restore: 30s", "restore: 15x", "classes.debug.restore",
-                     "expected a duration such as 30m or 1d2h"), id="class-bad-duration"),
-    pytest.param(Bad("policy", "restore: 30s", "restore: -30", "classes.debug.restore",
-                     "cannot be negative"), id="class-negative-duration"),
-    pytest.param(Bad("policy", "resumable: false", "resumable: maybe", "classes.eval.resumable",
-                     "expected true or false, got 'maybe'"), id="class-resumable-not-bool"),
-    pytest.param(Bad("policy", "  eval: {protected", "  eval: [protected", "line 18, column 74",
-                     "not valid YAML: expected ',' or ']', but got '}'"), id="yaml-syntax-unclosed"),
-    pytest.param(Bad("policy", "  - name: research", "\t- name: research", "line 10, column 1",
-                     "not valid YAML"), id="yaml-syntax-tab"),
-    pytest.param(Bad("policy", "window: 7d\n", "window: 7d\nwindow: 8d\n", "line 2, column 1",
-                     "duplicate key 'window'"), id="yaml-duplicate-key"),
-    pytest.param(Bad("policy", "  train: {", "  debug: {", "line 17, column 3", "duplicate key 'debug'"),
-                 id="yaml-duplicate-class"),
+    pytest.param(
+        Bad(
+            "policy",
+            "protected: 15m, max_protected: 15m",
+            "protected: 20m, max_protected: 15m",
+            "classes.debug",
+            "protected (20m) is above max_protected (15m)",
+        ),
+        id="protected-above-max",
+    ),
+    pytest.param(
+        Bad("policy", "checkpoint: 5m, ", "", "classes.debug", "resumable: true needs checkpoint > 0"),
+        id="resumable-without-checkpoint",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "checkpoint: 5m",
+            "checkpoint: 0",
+            "classes.debug",
+            "resumable: true needs checkpoint > 0",
+        ),
+        id="resumable-zero-checkpoint",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "restore: 30s",
+            "restore: 15x",
+            "classes.debug.restore",
+            "expected a duration such as 30m or 1d2h",
+        ),
+        id="class-bad-duration",
+    ),
+    pytest.param(
+        Bad("policy", "restore: 30s", "restore: -30", "classes.debug.restore", "cannot be negative"),
+        id="class-negative-duration",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "resumable: false",
+            "resumable: maybe",
+            "classes.eval.resumable",
+            "expected true or false, got 'maybe'",
+        ),
+        id="class-resumable-not-bool",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "  eval: {protected",
+            "  eval: [protected",
+            "line 18, column 74",
+            "not valid YAML: expected ',' or ']', but got '}'",
+        ),
+        id="yaml-syntax-unclosed",
+    ),
+    pytest.param(
+        Bad("policy", "  - name: research", "\t- name: research", "line 10, column 1", "not valid YAML"),
+        id="yaml-syntax-tab",
+    ),
+    pytest.param(
+        Bad(
+            "policy", "window: 7d\n", "window: 7d\nwindow: 8d\n", "line 2, column 1", "duplicate key 'window'"
+        ),
+        id="yaml-duplicate-key",
+    ),
+    pytest.param(
+        Bad("policy", "  train: {", "  debug: {", "line 17, column 3", "duplicate key 'debug'"),
+        id="yaml-duplicate-class",
+    ),
     pytest.param(Bad("policy", None, "- window: 7d\n", "", "expected a mapping"), id="policy-not-a-mapping"),
     pytest.param(Bad("policy", None, "", "", "empty"), id="policy-empty-file"),
-    pytest.param(Bad("policy", "window: 7d", "window: 0", "window",
-                     "the rolling window must be longer than 0"),
-                 id="window-zero"),
-    pytest.param(Bad("policy", "A100: 0.6", "A100: -1", "gpu_rates.A100", "must be > 0"),
-                 id="gpu-rate-negative"),
+    pytest.param(
+        Bad("policy", "window: 7d", "window: 0", "window", "the rolling window must be longer than 0"),
+        id="window-zero",
+    ),
+    pytest.param(
+        Bad("policy", "A100: 0.6", "A100: -1", "gpu_rates.A100", "must be > 0"), id="gpu-rate-negative"
+    ),
     # ---- policy: exceptions
-    pytest.param(Bad("policy", "expires: 2026-12-15, ", "", "exceptions[0].expires",
-                     "every exception must expire"),
-                 id="exception-without-expiry"),
-    pytest.param(Bad("policy", "expires: 2026-12-15", "expires: null", "exceptions[0].expires",
-                     "every exception must expire"), id="exception-null-expiry"),
-    pytest.param(Bad("policy", "expires: 2026-12-15", "expires: someday", "exceptions[0].expires",
-                     "expected a date"), id="exception-bad-expiry"),
-    pytest.param(Bad("policy", "expires: 2026-12-15", "expires: -5", "exceptions[0].expires",
-                     "cannot be negative"), id="exception-negative-expiry"),
-    pytest.param(Bad("policy", "group: research/arch", "group: research/vision", "exceptions[0].group",
-                     "no group 'research/vision' in the tree"), id="exception-unknown-group"),
-    pytest.param(Bad("policy", "extra_share: 10", "extra_share: 0", "exceptions[0].extra_share",
-                     "extra_share must be > 0"), id="exception-zero-extra-share"),
-    pytest.param(Bad("cluster", "epoch: 2026-12-01T00:00:00Z", "epoch: 2026-12-15T00:00:00Z",
-                     "exceptions[0].expires", "expires at or before the epoch", error_in="policy"),
-                 id="exception-expires-at-epoch"),
-    pytest.param(Bad("cluster", "epoch: 2026-12-01T00:00:00Z", "epoch: 2027-03-01",
-                     "exceptions[0].expires", "expires at or before the epoch", error_in="policy"),
-                 id="exception-expired-before-epoch"),
+    pytest.param(
+        Bad("policy", "expires: 2026-12-15, ", "", "exceptions[0].expires", "every exception must expire"),
+        id="exception-without-expiry",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "expires: 2026-12-15",
+            "expires: null",
+            "exceptions[0].expires",
+            "every exception must expire",
+        ),
+        id="exception-null-expiry",
+    ),
+    pytest.param(
+        Bad("policy", "expires: 2026-12-15", "expires: someday", "exceptions[0].expires", "expected a date"),
+        id="exception-bad-expiry",
+    ),
+    pytest.param(
+        Bad("policy", "expires: 2026-12-15", "expires: -5", "exceptions[0].expires", "cannot be negative"),
+        id="exception-negative-expiry",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "group: research/arch",
+            "group: research/vision",
+            "exceptions[0].group",
+            "no group 'research/vision' in the tree",
+        ),
+        id="exception-unknown-group",
+    ),
+    pytest.param(
+        Bad(
+            "policy",
+            "extra_share: 10",
+            "extra_share: 0",
+            "exceptions[0].extra_share",
+            "extra_share must be > 0",
+        ),
+        id="exception-zero-extra-share",
+    ),
+    pytest.param(
+        Bad(
+            "cluster",
+            "epoch: 2026-12-01T00:00:00Z",
+            "epoch: 2026-12-15T00:00:00Z",
+            "exceptions[0].expires",
+            "expires at or before the epoch",
+            error_in="policy",
+        ),
+        id="exception-expires-at-epoch",
+    ),
+    pytest.param(
+        Bad(
+            "cluster",
+            "epoch: 2026-12-01T00:00:00Z",
+            "epoch: 2027-03-01",
+            "exceptions[0].expires",
+            "expires at or before the epoch",
+            error_in="policy",
+        ),
+        id="exception-expired-before-epoch",
+    ),
     # ---- cluster
-    pytest.param(Bad("cluster", "gpu_type: A100", "gpu_type: V100", "pools[1].gpu_type",
-                     "GPU type 'V100' is unknown"), id="unknown-gpu-type"),
-    pytest.param(Bad("cluster", "nodes_per_block: 2", "nodes_per_blocks: 2", "pools[0].nodes_per_blocks",
-                     "did you mean 'nodes_per_block'"), id="cluster-unknown-key"),
-    pytest.param(Bad("cluster", "count: 2", "count: 0", "pools[1].count", "must be >= 1, got 0"),
-                 id="pool-count-zero"),
-    pytest.param(Bad("cluster", "gpus: 4,", "gpus: 4.5,", "pools[1].gpus",
-                     "expected a whole number, got 4.5"),
-                 id="pool-gpus-fractional"),
-    pytest.param(Bad("cluster", "name: a100", "name: h100", "pools[1].name", "duplicate pool name 'h100'"),
-                 id="duplicate-pool"),
-    pytest.param(Bad("cluster", "name: a100", "name: a 100", "pools[1].name", "letters, digits"),
-                 id="pool-name-characters"),
-    pytest.param(Bad("cluster", "[h100-001]", "[h100-001, h100-009]", "maintenance[0].nodes[1]",
-                     "no node named 'h100-009'"), id="drain-unknown-node"),
-    pytest.param(Bad("cluster", "end: 3h", "end: 3x", "maintenance[0].end", "expected a duration"),
-                 id="drain-bad-time"),
-    pytest.param(Bad("cluster", "end: 3h", "end: 1h", "maintenance[0].end", "before its deadline"),
-                 id="drain-ends-before-deadline"),
-    pytest.param(Bad("cluster", "start: 1h, ", "", "maintenance[0].start", "required key 'start' is missing"),
-                 id="drain-without-start"),
-    pytest.param(Bad("cluster", "epoch: 2026-12-01T00:00:00Z", "epoch: next tuesday", "epoch",
-                     "expected a date"), id="epoch-bad"),
-    pytest.param(Bad("cluster", "epoch: 2026-12-01T00:00:00Z", "epoch: 2026-12-01\nhorizon: 0",
-                     "horizon", "after t = 0"), id="horizon-zero"),
+    pytest.param(
+        Bad("cluster", "gpu_type: A100", "gpu_type: V100", "pools[1].gpu_type", "GPU type 'V100' is unknown"),
+        id="unknown-gpu-type",
+    ),
+    pytest.param(
+        Bad(
+            "cluster",
+            "nodes_per_block: 2",
+            "nodes_per_blocks: 2",
+            "pools[0].nodes_per_blocks",
+            "did you mean 'nodes_per_block'",
+        ),
+        id="cluster-unknown-key",
+    ),
+    pytest.param(
+        Bad("cluster", "count: 2", "count: 0", "pools[1].count", "must be >= 1, got 0"), id="pool-count-zero"
+    ),
+    pytest.param(
+        Bad("cluster", "gpus: 4,", "gpus: 4.5,", "pools[1].gpus", "expected a whole number, got 4.5"),
+        id="pool-gpus-fractional",
+    ),
+    pytest.param(
+        Bad("cluster", "name: a100", "name: h100", "pools[1].name", "duplicate pool name 'h100'"),
+        id="duplicate-pool",
+    ),
+    pytest.param(
+        Bad("cluster", "name: a100", "name: a 100", "pools[1].name", "letters, digits"),
+        id="pool-name-characters",
+    ),
+    pytest.param(
+        Bad(
+            "cluster",
+            "[h100-001]",
+            "[h100-001, h100-009]",
+            "maintenance[0].nodes[1]",
+            "no node named 'h100-009'",
+        ),
+        id="drain-unknown-node",
+    ),
+    pytest.param(
+        Bad("cluster", "end: 3h", "end: 3x", "maintenance[0].end", "expected a duration"), id="drain-bad-time"
+    ),
+    pytest.param(
+        Bad("cluster", "end: 3h", "end: 1h", "maintenance[0].end", "before its deadline"),
+        id="drain-ends-before-deadline",
+    ),
+    pytest.param(
+        Bad("cluster", "start: 1h, ", "", "maintenance[0].start", "required key 'start' is missing"),
+        id="drain-without-start",
+    ),
+    pytest.param(
+        Bad("cluster", "epoch: 2026-12-01T00:00:00Z", "epoch: next tuesday", "epoch", "expected a date"),
+        id="epoch-bad",
+    ),
+    pytest.param(
+        Bad(
+            "cluster",
+            "epoch: 2026-12-01T00:00:00Z",
+            "epoch: 2026-12-01\nhorizon: 0",
+            "horizon",
+            "after t = 0",
+        ),
+        id="horizon-zero",
+    ),
     pytest.param(Bad("cluster", None, "pools: []\n", "pools", "must not be empty"), id="no-pools"),
     # ---- workload CSV rows
-    pytest.param(Bad("workload", "16,2,H100", "16,3,H100", "line 3, column 6 (nodes)",
-                     "16 GPUs do not divide evenly over 3 nodes"), id="gpus-not-divisible"),
-    pytest.param(Bad("workload", "2,,A100", "12,,A100", "line 4, column 5 (gpus)", "fits no pool"),
-                 id="fits-no-pool"),
-    pytest.param(Bad("workload", "16,2,H100", "16,8,H100", "line 3, column 6 (nodes)", "8 nodes"),
-                 id="too-many-nodes-for-pool"),
-    pytest.param(Bad("workload", ",600,low", ",-600,low", "line 4, column 8 (work)", "must be > 0"),
-                 id="work-negative"),
-    pytest.param(Bad("workload", ",600,low", ",0,low", "line 4, column 8 (work)", "must be > 0"),
-                 id="work-zero"),
-    pytest.param(Bad("workload", ",3600,high", ",,high", "line 2, column 8 (work)", "a value is required"),
-                 id="work-empty"),
-    pytest.param(Bad("workload", None, "job_id,submit,group,class,gpus\nj1,0,product/serving,eval,8\n",
-                     "line 1", "required column 'work' is missing"), id="work-column-missing"),
-    pytest.param(Bad("workload", "j2,60,", "j2,soon,", "line 3, column 2 (submit)",
-                     "expected a number, got 'soon'"), id="submit-not-a-number"),
-    pytest.param(Bad("workload", "j2,60,", "j2,-60,", "line 3, column 2 (submit)", "must be >= 0"),
-                 id="submit-negative"),
-    pytest.param(Bad("workload", "0,product/serving", "0,product", "line 2, column 3 (group)",
-                     "not a leaf: jobs are charged to leaves (under it: product/serving, product/eval)"),
-                 id="group-not-a-leaf"),
-    pytest.param(Bad("workload", "research/data", "research/vision", "line 4, column 3 (group)",
-                     "no group 'research/vision' in the policy tree"), id="group-unknown"),
-    pytest.param(Bad("workload", "research/data", "research/dta", "line 4, column 3 (group)",
-                     "no group 'research/dta' in the policy tree; did you mean 'research/data'?"),
-                 id="group-misspelt"),
-    pytest.param(Bad("workload", "eval,8,", "serve,8,", "line 2, column 4 (class)", "unknown class 'serve'"),
-                 id="class-unknown"),
-    pytest.param(Bad("workload", "j3,120", "j1,120", "line 4, column 1 (job_id)", "duplicate job_id 'j1'"),
-                 id="duplicate-job-id"),
-    pytest.param(Bad("workload", "16,2,H100", "16,2,H200", "line 3, column 7 (gpu_type)",
-                     "unknown GPU type 'H200'"), id="gpu-type-not-in-cluster"),
-    pytest.param(Bad("workload", ",3600,high", ",3600,urgent", "line 2, column 9 (label)",
-                     "one of high, medium, low"), id="label-unknown"),
-    pytest.param(Bad("workload", "eval,8,", "eval,0,", "line 2, column 5 (gpus)", "whole number >= 1"),
-                 id="gpus-zero"),
-    pytest.param(Bad("workload", "eval,8,", "eval,2.5,", "line 2, column 5 (gpus)", "whole number >= 1"),
-                 id="gpus-fractional"),
-    pytest.param(Bad("workload", "work,label\n", "work,label,priority\n", "line 1, column 10 (priority)",
-                     "unknown column 'priority'"), id="unknown-csv-column"),
-    pytest.param(Bad("workload", "work,label\n", "work,gpus\n", "line 1, column 9 (gpus)",
-                     "duplicate column 'gpus'"), id="duplicate-csv-column"),
-    pytest.param(Bad("workload", ",3600,high", ",3600,high,extra", "line 2", "expected 9 cells, got 10"),
-                 id="wrong-cell-count"),
-    pytest.param(Bad("workload", None, "job_id,submit,group,class,gpus,work\n", "", "no jobs"),
-                 id="empty-workload"),
+    pytest.param(
+        Bad(
+            "workload",
+            "16,2,H100",
+            "16,3,H100",
+            "line 3, column 6 (nodes)",
+            "16 GPUs do not divide evenly over 3 nodes",
+        ),
+        id="gpus-not-divisible",
+    ),
+    pytest.param(
+        Bad("workload", "2,,A100", "12,,A100", "line 4, column 5 (gpus)", "fits no pool"), id="fits-no-pool"
+    ),
+    pytest.param(
+        Bad("workload", "16,2,H100", "16,8,H100", "line 3, column 6 (nodes)", "8 nodes"),
+        id="too-many-nodes-for-pool",
+    ),
+    pytest.param(
+        Bad("workload", ",600,low", ",-600,low", "line 4, column 8 (work)", "must be > 0"), id="work-negative"
+    ),
+    pytest.param(
+        Bad("workload", ",600,low", ",0,low", "line 4, column 8 (work)", "must be > 0"), id="work-zero"
+    ),
+    pytest.param(
+        Bad("workload", ",3600,high", ",,high", "line 2, column 8 (work)", "a value is required"),
+        id="work-empty",
+    ),
+    pytest.param(
+        Bad(
+            "workload",
+            None,
+            "job_id,submit,group,class,gpus\nj1,0,product/serving,eval,8\n",
+            "line 1",
+            "required column 'work' is missing",
+        ),
+        id="work-column-missing",
+    ),
+    pytest.param(
+        Bad("workload", "j2,60,", "j2,soon,", "line 3, column 2 (submit)", "expected a number, got 'soon'"),
+        id="submit-not-a-number",
+    ),
+    pytest.param(
+        Bad("workload", "j2,60,", "j2,-60,", "line 3, column 2 (submit)", "must be >= 0"),
+        id="submit-negative",
+    ),
+    pytest.param(
+        Bad(
+            "workload",
+            "0,product/serving",
+            "0,product",
+            "line 2, column 3 (group)",
+            "not a leaf: jobs are charged to leaves (under it: product/serving, product/eval)",
+        ),
+        id="group-not-a-leaf",
+    ),
+    pytest.param(
+        Bad(
+            "workload",
+            "research/data",
+            "research/vision",
+            "line 4, column 3 (group)",
+            "no group 'research/vision' in the policy tree",
+        ),
+        id="group-unknown",
+    ),
+    pytest.param(
+        Bad(
+            "workload",
+            "research/data",
+            "research/dta",
+            "line 4, column 3 (group)",
+            "no group 'research/dta' in the policy tree; did you mean 'research/data'?",
+        ),
+        id="group-misspelt",
+    ),
+    pytest.param(
+        Bad("workload", "eval,8,", "serve,8,", "line 2, column 4 (class)", "unknown class 'serve'"),
+        id="class-unknown",
+    ),
+    pytest.param(
+        Bad("workload", "j3,120", "j1,120", "line 4, column 1 (job_id)", "duplicate job_id 'j1'"),
+        id="duplicate-job-id",
+    ),
+    pytest.param(
+        Bad("workload", "16,2,H100", "16,2,H200", "line 3, column 7 (gpu_type)", "unknown GPU type 'H200'"),
+        id="gpu-type-not-in-cluster",
+    ),
+    pytest.param(
+        Bad("workload", ",3600,high", ",3600,urgent", "line 2, column 9 (label)", "one of high, medium, low"),
+        id="label-unknown",
+    ),
+    pytest.param(
+        Bad("workload", "eval,8,", "eval,0,", "line 2, column 5 (gpus)", "whole number >= 1"), id="gpus-zero"
+    ),
+    pytest.param(
+        Bad("workload", "eval,8,", "eval,2.5,", "line 2, column 5 (gpus)", "whole number >= 1"),
+        id="gpus-fractional",
+    ),
+    pytest.param(
+        Bad(
+            "workload",
+            "work,label\n",
+            "work,label,priority\n",
+            "line 1, column 10 (priority)",
+            "unknown column 'priority'",
+        ),
+        id="unknown-csv-column",
+    ),
+    pytest.param(
+        Bad("workload", "work,label\n", "work,gpus\n", "line 1, column 9 (gpus)", "duplicate column 'gpus'"),
+        id="duplicate-csv-column",
+    ),
+    pytest.param(
+        Bad("workload", ",3600,high", ",3600,high,extra", "line 2", "expected 9 cells, got 10"),
+        id="wrong-cell-count",
+    ),
+    pytest.param(
+        Bad("workload", None, "job_id,submit,group,class,gpus,work\n", "", "no jobs"), id="empty-workload"
+    ),
     pytest.param(Bad("workload", None, "", "line 1", "empty file"), id="empty-workload-file"),
-    pytest.param(Bad("workload", None,
-                     "job_id,submit,group,class,gpus,work,protected\nj1,0,product/serving,train,8,60,15x\n",
-                     "line 2, column 7 (protected)", "expected a duration"), id="workload-bad-duration"),
-    pytest.param(Bad("workload", None,
-                     "job_id,submit,group,class,gpus,work,resumable\nj1,0,product/serving,eval,8,60,true\n",
-                     "line 2, column 7 (resumable)", "checkpoint"),
-                 id="workload-resumable-without-checkpoint"),
-    pytest.param(Bad("workload", None,
-                     "job_id,submit,group,class,gpus,gpu_type,work,cpus\nj1,0,product/serving,eval,8,H100,60,2000\n",
-                     "line 2, column 8 (cpus)", "fits no pool"), id="workload-too-many-cpus"),
-    pytest.param(Bad("workload", None,
-                     "job_id,submit,group,class,gpus,gpu_type,work,mem_gb\nj1,0,product/serving,eval,8,H100,60,9000\n",
-                     "line 2, column 8 (mem_gb)", "fits no pool"), id="workload-too-much-memory"),
+    pytest.param(
+        Bad(
+            "workload",
+            None,
+            "job_id,submit,group,class,gpus,work,protected\nj1,0,product/serving,train,8,60,15x\n",
+            "line 2, column 7 (protected)",
+            "expected a duration",
+        ),
+        id="workload-bad-duration",
+    ),
+    pytest.param(
+        Bad(
+            "workload",
+            None,
+            "job_id,submit,group,class,gpus,work,resumable\nj1,0,product/serving,eval,8,60,true\n",
+            "line 2, column 7 (resumable)",
+            "checkpoint",
+        ),
+        id="workload-resumable-without-checkpoint",
+    ),
+    pytest.param(
+        Bad(
+            "workload",
+            None,
+            "job_id,submit,group,class,gpus,gpu_type,work,cpus\nj1,0,product/serving,eval,8,H100,60,2000\n",
+            "line 2, column 8 (cpus)",
+            "fits no pool",
+        ),
+        id="workload-too-many-cpus",
+    ),
+    pytest.param(
+        Bad(
+            "workload",
+            None,
+            "job_id,submit,group,class,gpus,gpu_type,work,mem_gb\nj1,0,product/serving,eval,8,H100,60,9000\n",
+            "line 2, column 8 (mem_gb)",
+            "fits no pool",
+        ),
+        id="workload-too-much-memory",
+    ),
     # ---- workload JSON Lines
-    pytest.param(J('{"job_id": "j1" "submit": 0}\n', "line 1, column 17", "not valid JSON"),
-                 id="jsonl-bad-json"),
+    pytest.param(
+        J('{"job_id": "j1" "submit": 0}\n', "line 1, column 17", "not valid JSON"), id="jsonl-bad-json"
+    ),
     pytest.param(J("[1, 2]\n", "line 1", "expected a JSON object"), id="jsonl-not-an-object"),
-    pytest.param(J("{" + GOOD_ROW + "}\n", "line 1, key work", "required key is missing"),
-                 id="jsonl-missing-work"),
-    pytest.param(J("{" + GOOD_ROW + ', "work": 60, "priority": 1}\n', "line 1, key priority",
-                   "unknown column 'priority'"), id="jsonl-unknown-key"),
-    pytest.param(J("{" + GOOD_ROW.replace('"gpus": 8', '"gpus": "eight"') + ', "work": 60}\n',
-                   "line 1, key gpus", "expected a number, got 'eight'"), id="jsonl-gpus-not-a-number"),
-    pytest.param(J("{" + GOOD_ROW + ', "work": 60}\n{' + GOOD_ROW + ', "work": 60}\n', "line 2, key job_id",
-                   "duplicate job_id 'j1'"), id="jsonl-duplicate-job-id"),
+    pytest.param(
+        J("{" + GOOD_ROW + "}\n", "line 1, key work", "required key is missing"), id="jsonl-missing-work"
+    ),
+    pytest.param(
+        J(
+            "{" + GOOD_ROW + ', "work": 60, "priority": 1}\n',
+            "line 1, key priority",
+            "unknown column 'priority'",
+        ),
+        id="jsonl-unknown-key",
+    ),
+    pytest.param(
+        J(
+            "{" + GOOD_ROW.replace('"gpus": 8', '"gpus": "eight"') + ', "work": 60}\n',
+            "line 1, key gpus",
+            "expected a number, got 'eight'",
+        ),
+        id="jsonl-gpus-not-a-number",
+    ),
+    pytest.param(
+        J(
+            "{" + GOOD_ROW + ', "work": 60}\n{' + GOOD_ROW + ', "work": 60}\n',
+            "line 2, key job_id",
+            "duplicate job_id 'j1'",
+        ),
+        id="jsonl-duplicate-job-id",
+    ),
 ]
 
 
@@ -322,8 +667,13 @@ def _bad_files(tmp_path: Path, case: Bad) -> tuple[Files, str]:
     texts = {"policy": POLICY, "cluster": CLUSTER, "workload": WORKLOAD}
     base = texts[case.file]
     texts[case.file] = case.new if case.old is None else edit(base, case.old, case.new)
-    files = write_inputs(tmp_path, policy=texts["policy"], cluster=texts["cluster"],
-                         workload=texts["workload"], workload_name=case.workload_name)
+    files = write_inputs(
+        tmp_path,
+        policy=texts["policy"],
+        cluster=texts["cluster"],
+        workload=texts["workload"],
+        workload_name=case.workload_name,
+    )
     named = files.path(case.error_in or case.file).name
     return files, named
 
@@ -354,8 +704,11 @@ def test_bad_input_keeps_earlier_results(tmp_path: Path) -> None:
     assert_input_error(run_compare(files, out), "jobs.csv", "line 3, column 2 (submit)", "expected a number")
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before
-    assert sorted(p.relative_to(out) for p in out.rglob("*")) == [Path("fifo"), Path("fifo/metrics.json"),
-                                                                  Path("report.html")]
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == [
+        Path("fifo"),
+        Path("fifo/metrics.json"),
+        Path("report.html"),
+    ]
 
 
 def test_policy_errors_alone(tmp_path: Path) -> None:
@@ -404,14 +757,26 @@ def test_csv_with_byte_order_mark(tmp_path: Path) -> None:
 def test_real_process_prints_no_traceback(tmp_path: Path) -> None:
     files = write_inputs(tmp_path, workload=edit(WORKLOAD, "16,2,H100", "16,3,H100"))
     proc = subprocess.run(
-        [sys.executable, "-m", "fairshare.cli", "check", str(files.policy), "--cluster", str(files.cluster),
-         "--workload", str(files.workload)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "fairshare.cli",
+            "check",
+            str(files.policy),
+            "--cluster",
+            str(files.cluster),
+            "--workload",
+            str(files.workload),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr + proc.stdout
-    assert proc.stderr.strip() == (f"error: {files.workload}: line 3, column 6 (nodes): "
-                                   "16 GPUs do not divide evenly over 3 nodes")
+    assert proc.stderr.strip() == (
+        f"error: {files.workload}: line 3, column 6 (nodes): 16 GPUs do not divide evenly over 3 nodes"
+    )
 
 
 # ---------------------------------------------------------------- positive cases
@@ -422,8 +787,14 @@ def test_valid_trio_passes_check(tmp_path: Path) -> None:
     result = run_check(files)
     assert result.exit_code == 0, result.output
     out = result.output
-    for path, pct in (("product", "40.00%"), ("serving", "20.00%"), ("eval", "20.00%"),
-                      ("research", "60.00%"), ("arch", "45.00%"), ("data", "15.00%")):
+    for path, pct in (
+        ("product", "40.00%"),
+        ("serving", "20.00%"),
+        ("eval", "20.00%"),
+        ("research", "60.00%"),
+        ("arch", "45.00%"),
+        ("data", "15.00%"),
+    ):
         line = next(x for x in out.splitlines() if x.strip().startswith(path + " "))
         assert pct in line, line
     assert "cluster" in out and "6 nodes, 40 GPUs" in out
@@ -442,10 +813,13 @@ def test_valid_trio_compare_writes_output(tmp_path: Path) -> None:
 
 
 def test_date_and_duration_exceptions_resolve(tmp_path: Path) -> None:
-    policy = edit(POLICY, "reason: launch}\n",
-                  "reason: launch}\n"
-                  "  - {group: product/eval, extra_share: 5, expires: 10d}\n"
-                  "  - {group: product, extra_share: 5, expires: '2026-12-02T12:00:00Z'}\n")
+    policy = edit(
+        POLICY,
+        "reason: launch}\n",
+        "reason: launch}\n"
+        "  - {group: product/eval, extra_share: 5, expires: 10d}\n"
+        "  - {group: product, extra_share: 5, expires: '2026-12-02T12:00:00Z'}\n",
+    )
     files = write_inputs(tmp_path, policy=policy)
     assert run_check(files).exit_code == 0
     pol = load_policy(files.policy)
@@ -454,7 +828,10 @@ def test_date_and_duration_exceptions_resolve(tmp_path: Path) -> None:
     assert cl.epoch == dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
     resolved = resolve_exceptions(pol, tree, cl.epoch, str(files.policy), strict=True)
     assert [(r.group, r.expires_t) for r in resolved] == [
-        ("research/arch", 14 * 86400.0), ("product/eval", 10 * 86400.0), ("product", 1.5 * 86400.0)]
+        ("research/arch", 14 * 86400.0),
+        ("product/eval", 10 * 86400.0),
+        ("product", 1.5 * 86400.0),
+    ]
     assert [tree.paths[r.node] for r in resolved] == ["research/arch", "product/eval", "product"]
 
 
@@ -471,7 +848,12 @@ def test_jsonl_loads_the_same_jobs_as_csv(tmp_path: Path) -> None:
     assert [j.id for j in from_csv] == ["j1", "j2", "j3"]
     j1, j2, j3 = from_csv
     assert (j1.nodes, j1.gpu_types, j1.label, j1.deadline, j1.resumable) == (
-        1, None, "high", 4 * 3600.0, False)
+        1,
+        None,
+        "high",
+        4 * 3600.0,
+        False,
+    )
     assert (j2.nodes, j2.gpu_types, j2.label, j2.checkpoint) == (2, ("H100",), "medium", 1800.0)
     assert (j3.gpu_types, j3.charge) == (("A100",), pytest.approx(2 * 0.6))
     result = run("check", files.policy, "--cluster", files.cluster, "--workload", jsonl)
@@ -491,8 +873,9 @@ def test_check_policy_alone_only_warns_about_past_expiry(tmp_path: Path) -> None
     # in a replay (the cluster's epoch is after the expiry) the same file is an error
     assert_input_error(run_check(files), "policy.yaml", "exceptions[0].expires", "at or before the epoch")
     out = tmp_path / "out"
-    assert_input_error(run_compare(files, out), "policy.yaml", "exceptions[0].expires",
-                       "at or before the epoch")
+    assert_input_error(
+        run_compare(files, out), "policy.yaml", "exceptions[0].expires", "at or before the epoch"
+    )
     assert not out.exists() or not any(out.iterdir())
 
 

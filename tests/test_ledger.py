@@ -67,45 +67,42 @@ class FillCase:
 
 FILL_CASES = {
     # 9 / 3 equal shares = 3 each; every demand (10) is above 3.
-    "equal_shares_ample_demand": FillCase(
-        FLAT3, 9, {"a": 10, "b": 10, "c": 10}, {"a": 3, "b": 3, "c": 3}),
+    "equal_shares_ample_demand": FillCase(FLAT3, 9, {"a": 10, "b": 10, "c": 10}, {"a": 3, "b": 3, "c": 3}),
     # shares 3:1 of 8 -> a = 8*3/4 = 6, b = 8*1/4 = 2.
-    "shares_proportional": FillCase(
-        AB_3_1, 8, {"a": 10, "b": 10}, {"a": 6, "b": 2}),
+    "shares_proportional": FillCase(AB_3_1, 8, {"a": 10, "b": 10}, {"a": 6, "b": 2}),
     # a's portion 9/3 = 3 >= its demand 1 -> capped at 1; the leftover (9-1) = 8 goes to b, c: 4 each.
     "capped_sibling_leftover_redistributed": FillCase(
-        FLAT3, 9, {"a": 1, "b": 10, "c": 10}, {"a": 1, "b": 4, "c": 4}),
+        FLAT3, 9, {"a": 1, "b": 10, "c": 10}, {"a": 1, "b": 4, "c": 4}
+    ),
     # cascade: level 24/3 = 8 caps a (2); then (24-2)/2 = 11 caps b (6); c gets 24-2-6 = 16.
-    "capping_cascades_over_rounds": FillCase(
-        FLAT3, 24, {"a": 2, "b": 6, "c": 30}, {"a": 2, "b": 6, "c": 16}),
+    "capping_cascades_over_rounds": FillCase(FLAT3, 24, {"a": 2, "b": 6, "c": 30}, {"a": 2, "b": 6, "c": 16}),
     # two capped in one round: level 20/4 = 5 caps a (1) and b (4); c, d split 20-1-4 = 15: 7.5 each.
     "two_capped_in_one_round": FillCase(
-        FLAT4, 20, {"a": 1, "b": 4, "c": 10, "d": 10}, {"a": 1, "b": 4, "c": 7.5, "d": 7.5}),
+        FLAT4, 20, {"a": 1, "b": 4, "c": 10, "d": 10}, {"a": 1, "b": 4, "c": 7.5, "d": 7.5}
+    ),
     # a has no demand: owed 0; b and c split all 9: 4.5 each.
     "idle_sibling_gets_zero_and_share_redistributed": FillCase(
-        FLAT3, 9, {"a": 0, "b": 10, "c": 10}, {"a": 0, "b": 4.5, "c": 4.5}),
+        FLAT3, 9, {"a": 0, "b": 10, "c": 10}, {"a": 0, "b": 4.5, "c": 4.5}
+    ),
     # x:y = 3:1 of 16 -> x 12, y 4; x's 12 split x1:x2 = 1:1 -> 6, 6; y1 takes all of y's 4.
     "nested_parent_split_among_children": FillCase(
-        NESTED, 16, {"x/x1": 10, "x/x2": 10, "y/y1": 10},
-        {"x": 12, "x/x1": 6, "x/x2": 6, "y": 4, "y/y1": 4}),
+        NESTED, 16, {"x/x1": 10, "x/x2": 10, "y/y1": 10}, {"x": 12, "x/x1": 6, "x/x2": 6, "y": 4, "y/y1": 4}
+    ),
     # x demands 2+10 = 12, its portion 20*3/4 = 15 -> capped at 12; y gets 20-12 = 8 (of demand 10).
     # inside x: x1's portion 12/2 = 6 >= 2 -> capped at 2; x2 gets 12-2 = 10.
     "nested_capped_child": FillCase(
-        NESTED, 20, {"x/x1": 2, "x/x2": 10, "y/y1": 10},
-        {"x": 12, "x/x1": 2, "x/x2": 10, "y": 8, "y/y1": 8}),
+        NESTED, 20, {"x/x1": 2, "x/x2": 10, "y/y1": 10}, {"x": 12, "x/x1": 2, "x/x2": 10, "y": 8, "y/y1": 8}
+    ),
     # y idle: x gets all 16 (< its demand 20); x1, x2 split 16: 8 each.
     "nested_idle_subtree_redistributed": FillCase(
-        NESTED, 16, {"x/x1": 10, "x/x2": 10, "y/y1": 0},
-        {"x": 16, "x/x1": 8, "x/x2": 8, "y": 0, "y/y1": 0}),
+        NESTED, 16, {"x/x1": 10, "x/x2": 10, "y/y1": 0}, {"x": 16, "x/x1": 8, "x/x2": 8, "y": 0, "y/y1": 0}
+    ),
     # capacity 0: nobody is owed anything.
-    "zero_capacity": FillCase(
-        FLAT3, 0, {"a": 10, "b": 10, "c": 10}, {"a": 0, "b": 0, "c": 0}),
+    "zero_capacity": FillCase(FLAT3, 0, {"a": 10, "b": 10, "c": 10}, {"a": 0, "b": 0, "c": 0}),
     # total demand 2+3+0 = 5 < 10: everyone gets exactly its demand.
-    "total_demand_below_capacity": FillCase(
-        FLAT3, 10, {"a": 2, "b": 3, "c": 0}, {"a": 2, "b": 3, "c": 0}),
+    "total_demand_below_capacity": FillCase(FLAT3, 10, {"a": 2, "b": 3, "c": 0}, {"a": 2, "b": 3, "c": 0}),
     # no demand at all: nothing owed.
-    "no_demand": FillCase(
-        NESTED, 16, {}, {"x": 0, "x/x1": 0, "x/x2": 0, "y": 0, "y/y1": 0}),
+    "no_demand": FillCase(NESTED, 16, {}, {"x": 0, "x/x1": 0, "x/x2": 0, "y": 0, "y/y1": 0}),
 }
 
 
@@ -357,8 +354,9 @@ class Driver:
 
     def prio(self, node: int) -> float:
         led = self.ledger
-        return priority(float(led.debt()[node]), self.owed[node], self.used[node], float(led.owed_sum[node]),
-                        LOOKAHEAD)
+        return priority(
+            float(led.debt()[node]), self.owed[node], self.used[node], float(led.owed_sum[node]), LOOKAHEAD
+        )
 
 
 def test_scenario_group_idle_for_a_day_accrues_no_debt() -> None:
@@ -403,8 +401,9 @@ def test_scenario_exception_adds_share_until_expiry_and_not_after() -> None:
     drv = Driver(tree, [exception(tree, "a", 2, expires_t=12 * HOUR)])
 
     def owed_at(t: float) -> list[float]:
-        return water_fill(tree, capacity, demand_of(tree, {"a": 12, "b": 12}),
-                          effective_shares(tree, drv.exceptions, t))
+        return water_fill(
+            tree, capacity, demand_of(tree, {"a": 12, "b": 12}), effective_shares(tree, drv.exceptions, t)
+        )
 
     assert owed_at(0) == pytest.approx([9.0, 3.0])  # 3:1 of 12 -> 9, 3
     assert owed_at(12 * HOUR - 1) == pytest.approx([9.0, 3.0])  # still before the expiry

@@ -16,8 +16,10 @@ from fairshare.placement import Alloc, FreeIndex, Shape, Tentative, fits_with, p
 
 def pool(name: str, count: int, per_block: int, gpus: int = 8, gpu_type: str = "H100") -> list[Node]:
     """`count` nodes `<name>-000..`, `per_block` consecutive nodes per block `<name>-b<k>`."""
-    return [Node(f"{name}-{i:03d}", name, gpus, gpu_type, 224.0, 2048.0, f"{name}-b{i // per_block}")
-            for i in range(count)]
+    return [
+        Node(f"{name}-{i:03d}", name, gpus, gpu_type, 224.0, 2048.0, f"{name}-b{i // per_block}")
+        for i in range(count)
+    ]
 
 
 def index_with_free(nodes: Sequence[Node], free: Sequence[int]) -> FreeIndex:

@@ -25,8 +25,9 @@ def test_readme_has_console_examples() -> None:
     assert len(_blocks()) >= 4
 
 
-def test_readme_console_examples_run_and_print_what_they_show(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_console_examples_run_and_print_what_they_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()

@@ -28,45 +28,95 @@ def _metrics(policy: str, fair: bool) -> dict[str, Any]:
     """A metrics.json in the FORMATS.md shape: 2 classes, 3 top-level groups plus research/arch."""
     research = 0.99 if fair else 0.66
     return {
-        "policy": policy, "scenario": "normal", "epoch": "2026-12-01T00:00:00Z", "horizon_s": 7 * 86400.0,
+        "policy": policy,
+        "scenario": "normal",
+        "epoch": "2026-12-01T00:00:00Z",
+        "horizon_s": 7 * 86400.0,
         "jobs": {"submitted": 1240, "finished": 1198 if fair else 1150, "never_started": 0 if fair else 9},
         "classes": {
-            "train": {"jobs": 400, "wait_p50_s": 250.0, "wait_p90_s": 7380.0, "wait_p99_s": 30000.0,
-                      "first_progress_p50_s": 370.0, "first_progress_p90_s": 7500.0},
-            "eval": {"jobs": 840, "wait_p50_s": 12.0, "wait_p90_s": 95.0 if fair else 5400.0,
-                     "wait_p99_s": 600.0, "first_progress_p50_s": 12.0, "first_progress_p90_s": 95.0},
+            "train": {
+                "jobs": 400,
+                "wait_p50_s": 250.0,
+                "wait_p90_s": 7380.0,
+                "wait_p99_s": 30000.0,
+                "first_progress_p50_s": 370.0,
+                "first_progress_p90_s": 7500.0,
+            },
+            "eval": {
+                "jobs": 840,
+                "wait_p50_s": 12.0,
+                "wait_p90_s": 95.0 if fair else 5400.0,
+                "wait_p99_s": 600.0,
+                "first_progress_p50_s": 12.0,
+                "first_progress_p90_s": 95.0,
+            },
         },
         "groups": {
-            "product": {"owed_gpu_h": 5000.0, "delivered_gpu_h": 5100.0, "share_delivery": 1.02,
-                        "unallocated_gpu_h": 120.0, "min_window_share_delivery": 0.97},
-            "research": {"owed_gpu_h": 4000.0, "delivered_gpu_h": 4000 * research, "share_delivery": research,
-                         "unallocated_gpu_h": 0.0, "min_window_share_delivery": research - 0.05},
-            "research/arch": {"owed_gpu_h": 1500.0, "delivered_gpu_h": 1400.0, "share_delivery": 0.933,
-                              "unallocated_gpu_h": 0.0, "min_window_share_delivery": 0.9},
-            "infra": {"owed_gpu_h": 0.0, "delivered_gpu_h": 0.0, "share_delivery": None,
-                      "unallocated_gpu_h": 0.0, "min_window_share_delivery": None},
+            "product": {
+                "owed_gpu_h": 5000.0,
+                "delivered_gpu_h": 5100.0,
+                "share_delivery": 1.02,
+                "unallocated_gpu_h": 120.0,
+                "min_window_share_delivery": 0.97,
+            },
+            "research": {
+                "owed_gpu_h": 4000.0,
+                "delivered_gpu_h": 4000 * research,
+                "share_delivery": research,
+                "unallocated_gpu_h": 0.0,
+                "min_window_share_delivery": research - 0.05,
+            },
+            "research/arch": {
+                "owed_gpu_h": 1500.0,
+                "delivered_gpu_h": 1400.0,
+                "share_delivery": 0.933,
+                "unallocated_gpu_h": 0.0,
+                "min_window_share_delivery": 0.9,
+            },
+            "infra": {
+                "owed_gpu_h": 0.0,
+                "delivered_gpu_h": 0.0,
+                "share_delivery": None,
+                "unallocated_gpu_h": 0.0,
+                "min_window_share_delivery": None,
+            },
         },
         "delivery_overall": 0.998 if fair else 0.84,
-        "lost_work_gpu_h": 21.5 if fair else 0.0, "lost_work_pct": 0.31 if fair else 0.0,
+        "lost_work_gpu_h": 21.5 if fair else 0.0,
+        "lost_work_pct": 0.31 if fair else 0.0,
         "preemptions": 57 if fair else 0,
-        "occupancy": 0.912, "fragmented_gpu_h": 153.4, "unallocated_pct": 1.3,
+        "occupancy": 0.912,
+        "fragmented_gpu_h": 153.4,
+        "unallocated_pct": 1.3,
         "deadlines": {"jobs": 40, "met": 39 if fair else 31, "met_pct": 97.5 if fair else 77.5},
-        "starvation": {"max_wait_s": 20000.0 if fair else 93784.0,
-                       "groups_below_share_beyond_window": [] if fair else ["research"]},
+        "starvation": {
+            "max_wait_s": 20000.0 if fair else 93784.0,
+            "groups_below_share_beyond_window": [] if fair else ["research"],
+        },
         "gates": {
-            "share_floor": {"pass": fair, "value": research - 0.05, "limit": 0.9,
-                            "evidence": "every top-level group got at least 94% of its owed share"
-                            if fair else FAIL_EVIDENCE},
-            "lost_work_pct": {"pass": True, "value": 0.31 if fair else 0.0, "limit": 5,
-                              "evidence": "0.31% of allocated GPU-time was lost to preemption"},
+            "share_floor": {
+                "pass": fair,
+                "value": research - 0.05,
+                "limit": 0.9,
+                "evidence": "every top-level group got at least 94% of its owed share"
+                if fair
+                else FAIL_EVIDENCE,
+            },
+            "lost_work_pct": {
+                "pass": True,
+                "value": 0.31 if fair else 0.0,
+                "limit": 5,
+                "evidence": "0.31% of allocated GPU-time was lost to preemption",
+            },
         },
     }
 
 
 def _series(fair: bool) -> Series:
     t = tuple(i * HOUR for i in range(7 * 24 + 1))
-    owed = {g: tuple(SHARES[g] * (1.0 + 0.3 * math.sin(x / 40000 + k)) for x in t)
-            for k, g in enumerate(GROUPS)}
+    owed = {
+        g: tuple(SHARES[g] * (1.0 + 0.3 * math.sin(x / 40000 + k)) for x in t) for k, g in enumerate(GROUPS)
+    }
     delivered = {g: tuple(v * (1.0 if fair or g != "research" else 0.66) for v in owed[g]) for g in GROUPS}
     occupancy = tuple(min(1.0, 0.8 + 0.15 * math.sin(x / 30000)) for x in t)
     return Series(t=t, occupancy=occupancy, owed=owed, delivered=delivered)
@@ -74,23 +124,34 @@ def _series(fair: bool) -> Series:
 
 def _result(policy: str, fair: bool) -> ReplayResult:
     rng = random.Random(policy)
-    waits = {"train": tuple(rng.expovariate(1 / 3000) for _ in range(400)),
-             "eval": tuple(rng.expovariate(1 / (60 if fair else 900)) for _ in range(840))}
+    waits = {
+        "train": tuple(rng.expovariate(1 / 3000) for _ in range(400)),
+        "eval": tuple(rng.expovariate(1 / (60 if fair else 900)) for _ in range(840)),
+    }
     lost = {"product": 10.0 if fair else 0.0, "research": 11.5 if fair else 0.0, "infra": 0.0}
     return ReplayResult(policy, "normal", _metrics(policy, fair), _series(fair), waits, lost)
 
 
 def _comparison() -> Comparison:
-    return Comparison("normal", "Steady mixed load <with> 3 teams & a nested group",
-                      (_result("fairshare", True), _result("fifo", False)),
-                      notes=("eval traffic doubles on day 3", "infra was idle all week"))
+    return Comparison(
+        "normal",
+        "Steady mixed load <with> 3 teams & a nested group",
+        (_result("fairshare", True), _result("fifo", False)),
+        notes=("eval traffic doubles on day 3", "infra was idle all week"),
+    )
 
 
 def _empty_comparison() -> Comparison:
     """Every input empty: no samples, no waits (one class with no jobs), no lost work, bare metrics."""
     empty = Series(t=(), occupancy=(), owed={}, delivered={})
-    bare = ReplayResult("slurm-multifactor", "idle", {"classes": {"eval": {"jobs": 0, "wait_p50_s": None}}},
-                        empty, {"eval": ()}, {})
+    bare = ReplayResult(
+        "slurm-multifactor",
+        "idle",
+        {"classes": {"eval": {"jobs": 0, "wait_p50_s": None}}},
+        empty,
+        {"eval": ()},
+        {},
+    )
     nothing = ReplayResult("fifo", "idle", {}, empty, {}, {})
     return Comparison("idle", "", (bare, nothing))
 
@@ -109,8 +170,9 @@ def test_each_chart_kind_is_an_inline_svg(report: str) -> None:
     assert len(figures) == 4
     assert all(f.count("<svg") == 1 for f in figures)
     # With svg.fonttype 'none' the axis labels are text, so each chart can be recognised.
-    for figure, label in zip(figures, ["wait to first start", "GPU-equivalents", "occupancy %",
-                                       "GPU-hours lost"], strict=True):
+    for figure, label in zip(
+        figures, ["wait to first start", "GPU-equivalents", "occupancy %", "GPU-hours lost"], strict=True
+    ):
         assert label in figure
 
 
@@ -141,8 +203,9 @@ def test_report_names_every_policy_and_explains_them(report: str) -> None:
 
 
 def test_failing_gate_is_red_with_its_evidence_and_passing_gate_green(report: str) -> None:
-    assert re.search(r'<td class="fail">FAIL 61\.0% \(≥ 90\.0%\)<div class="ev">' + re.escape(FAIL_EVIDENCE),
-                     report)
+    assert re.search(
+        r'<td class="fail">FAIL 61\.0% \(≥ 90\.0%\)<div class="ev">' + re.escape(FAIL_EVIDENCE), report
+    )
     assert re.search(r'<td class="pass">PASS 94\.0% \(≥ 90\.0%\)<div class="ev">every top-level', report)
     assert "td.fail{background:#fce8e6" in report
     assert "<b>fifo</b> fails share_floor (1/2 gates pass)" in report
@@ -175,13 +238,18 @@ def test_same_input_gives_identical_bytes(tmp_path: pathlib.Path) -> None:
 
 def test_identical_bytes_across_processes(tmp_path: pathlib.Path) -> None:
     """The SVG ids come from a fixed hash salt, not a per-process random one."""
-    script = ("import sys, pathlib; sys.path.insert(0, sys.argv[2]); import test_report as t; "
-              "from fairshare.report import write_report; "
-              "write_report(pathlib.Path(sys.argv[1]), [t._comparison()])")
+    script = (
+        "import sys, pathlib; sys.path.insert(0, sys.argv[2]); import test_report as t; "
+        "from fairshare.report import write_report; "
+        "write_report(pathlib.Path(sys.argv[1]), [t._comparison()])"
+    )
     here = str(pathlib.Path(__file__).parent)
     for name in ("x.html", "y.html"):
-        subprocess.run([sys.executable, "-c", script, str(tmp_path / name), here], check=True,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / name), here],
+            check=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
     assert (tmp_path / "x.html").read_bytes() == (tmp_path / "y.html").read_bytes()
 
 

@@ -23,7 +23,9 @@ def test_under_served_group_preempts_a_loan_only_when_its_protected_window_ends(
     # One 8-GPU node; group a fills it with eight 1-GPU training runs at t=0 (protected 30 min).
     # Group b asks for 1 GPU at t=60: b is owed 1 GPU, a is owed 7 and holds 8 (one is a loan).
     # The loan is reclaimable only once protected, at t = 1800.
-    jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H) for i in range(8)] + [job("b0", 60, "b", "debug", 1, 600)]
+    jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H) for i in range(8)] + [
+        job("b0", 60, "b", "debug", 1, 600)
+    ]
     evs = events_of(replay(tiny_policy(), tiny_cluster(nodes=1), jobs))
     pre = by_type(evs, "preempt")
     assert len(pre) == 1
@@ -34,7 +36,9 @@ def test_under_served_group_preempts_a_loan_only_when_its_protected_window_ends(
 
 
 def test_fifo_never_preempts_for_fairness() -> None:
-    jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H) for i in range(8)] + [job("b0", 60, "b", "debug", 1, 600)]
+    jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H) for i in range(8)] + [
+        job("b0", 60, "b", "debug", 1, 600)
+    ]
     evs = events_of(replay(tiny_policy(), tiny_cluster(nodes=1), jobs, "fifo"))
     assert by_type(evs, "preempt") == []
     assert first_start(evs, "b0") == pytest.approx(10 * H + 60)  # when the first a-run finishes
@@ -46,8 +50,12 @@ def test_victim_is_the_run_that_loses_least_work() -> None:
     #   a0: run 7200, progress 7140 -> kept 5400 -> lost 1800
     #   a1: run 4800, progress 4740 -> kept 3600 -> lost 1200
     #   a2: run 3660, progress 3600 -> kept 3600 -> lost 60
-    jobs = [job("a0", 0, "a", "train", 1, 20 * H), job("a1", 2400, "a", "train", 1, 20 * H),
-            job("a2", 3540, "a", "train", 1, 20 * H), job("b0", 7200, "b", "debug", 1, 600)]
+    jobs = [
+        job("a0", 0, "a", "train", 1, 20 * H),
+        job("a1", 2400, "a", "train", 1, 20 * H),
+        job("a2", 3540, "a", "train", 1, 20 * H),
+        job("b0", 7200, "b", "debug", 1, 600),
+    ]
     evs = events_of(replay(tiny_policy(), tiny_cluster(nodes=1, gpus=3), jobs))
     pre = by_type(evs, "preempt")
     assert [(p["job"], p["t"]) for p in pre][:1] == [("a2", 7200.0)]
@@ -58,8 +66,11 @@ def test_no_futile_preemption_when_freed_capacity_cannot_place_the_job() -> None
     # Two 8-GPU nodes: a holds node 0 with one 8-GPU run, b holds 4 GPUs of node 1. b then asks for
     # a 16-GPU gang (2 x 8): preempting a frees only node 0; node 1 keeps b's own run, so preempting
     # would not make the gang placeable and must not happen.
-    jobs = [job("a0", 0, "a", "train", 8, 10 * H), job("b0", 0, "b", "train", 4, 10 * H),
-            job("b1", 60, "b", "train", 16, H)]
+    jobs = [
+        job("a0", 0, "a", "train", 8, 10 * H),
+        job("b0", 0, "b", "train", 4, 10 * H),
+        job("b1", 60, "b", "train", 16, H),
+    ]
     evs = events_of(replay(tiny_policy(), tiny_cluster(nodes=2), jobs))
     assert by_type(evs, "preempt") == []
 
@@ -102,7 +113,7 @@ def test_deadline_job_preempts_past_protection_when_fair_share_would_make_it_lat
     fs = replay(pol, tiny_cluster(nodes=1), jobs)
     evs = events_of(fs)
     pre = by_type(evs, "preempt")
-    assert [(p["t"], p["reason"], p["by"]) for p in pre][0] == (2760.0, "deadline", "e")
+    assert (pre[0]["t"], pre[0]["reason"], pre[0]["by"]) == (2760.0, "deadline", "e")
     assert fs.result.metrics["deadlines"] == {"jobs": 1, "met": 1, "met_pct": 100.0}
     fifo = replay(pol, tiny_cluster(nodes=1), jobs, "fifo")
     assert fifo.result.metrics["deadlines"]["met"] == 0
@@ -129,9 +140,12 @@ def test_large_gang_is_not_starved_by_a_stream_of_small_jobs() -> None:
 
 
 def test_drain_preempts_at_its_deadline_and_nothing_starts_on_a_draining_node() -> None:
-    cluster = tiny_cluster(nodes=2, maintenance=[{"nodes": ["n-000"], "start": "1h", "deadline": "2h", "end": "3h"}])
-    jobs = [job("long", 0, "a", "train", 8, 10 * H)] + [job(f"d{i}", 3600 + 60 * i, "b", "debug", 1, 600)
-                                                          for i in range(20)]
+    cluster = tiny_cluster(
+        nodes=2, maintenance=[{"nodes": ["n-000"], "start": "1h", "deadline": "2h", "end": "3h"}]
+    )
+    jobs = [job("long", 0, "a", "train", 8, 10 * H)] + [
+        job(f"d{i}", 3600 + 60 * i, "b", "debug", 1, 600) for i in range(20)
+    ]
     evs = events_of(replay(tiny_policy(), cluster, jobs))
     pre = by_type(evs, "preempt")
     assert [(p["job"], p["t"], p["reason"]) for p in pre] == [("long", 7200.0, "drain")]
@@ -142,16 +156,19 @@ def test_drain_preempts_at_its_deadline_and_nothing_starts_on_a_draining_node() 
 
 
 def test_priority_labels_lets_a_high_label_preempt_a_low_one_past_protection() -> None:
-    jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H, label="low") for i in range(8)] + \
-        [job("b0", 60, "b", "debug", 1, 600, label="high")]
+    jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H, label="low") for i in range(8)] + [
+        job("b0", 60, "b", "debug", 1, 600, label="high")
+    ]
     evs = events_of(replay(tiny_policy(), tiny_cluster(nodes=1), jobs, "priority-labels"))
     pre = by_type(evs, "preempt")
     assert [(p["t"], p["reason"], p["by"]) for p in pre] == [(1800.0, "label", "b0")]
 
 
 def test_priority_labels_with_equal_labels_equals_fifo() -> None:
-    jobs = [job(f"j{i}", 30.0 * i, "ab"[i % 2], ("debug", "train")[i % 3 == 0], 1 + (i % 4), 1800 + 97 * i)
-            for i in range(60)]
+    jobs = [
+        job(f"j{i}", 30.0 * i, "ab"[i % 2], ("debug", "train")[i % 3 == 0], 1 + (i % 4), 1800 + 97 * i)
+        for i in range(60)
+    ]
     a = replay(tiny_policy(), tiny_cluster(nodes=2), jobs, "fifo").events
     b = replay(tiny_policy(), tiny_cluster(nodes=2), jobs, "priority-labels").events
     assert a == b
@@ -168,15 +185,20 @@ def test_reservation_is_audited_once_when_it_is_made() -> None:
     assert [r["job"] for r in reserves].count("gang") == 1  # logged when made, not on every pass
 
 
-@pytest.mark.parametrize(("extra", "pool_type", "expected"), [
-    ({}, "H100", 2.0),  # 2 GPUs x rate 1.0
-    ({}, "A100", 1.0),  # 2 GPUs x rate 0.5
-    ({"cpus": 32}, "H100", 4.0),  # 32 cpus / (64 cpus / 8 GPUs) = 4 GPU-equivalents dominate
-    ({"mem_gb": 384}, "H100", 6.0),  # 384 GB / (512 GB / 8) = 6
-    ({"cpus": 32}, "A100", 2.0),  # dominant 4 x rate 0.5
-], ids=["gpus", "gpu-rate", "cpu-dominant", "mem-dominant", "cpu-dominant-rated"])
-def test_charge_is_the_dominant_resource_priced_at_the_gpu_type(extra: dict[str, Any], pool_type: str,
-                                                               expected: float) -> None:
+@pytest.mark.parametrize(
+    ("extra", "pool_type", "expected"),
+    [
+        ({}, "H100", 2.0),  # 2 GPUs x rate 1.0
+        ({}, "A100", 1.0),  # 2 GPUs x rate 0.5
+        ({"cpus": 32}, "H100", 4.0),  # 32 cpus / (64 cpus / 8 GPUs) = 4 GPU-equivalents dominate
+        ({"mem_gb": 384}, "H100", 6.0),  # 384 GB / (512 GB / 8) = 6
+        ({"cpus": 32}, "A100", 2.0),  # dominant 4 x rate 0.5
+    ],
+    ids=["gpus", "gpu-rate", "cpu-dominant", "mem-dominant", "cpu-dominant-rated"],
+)
+def test_charge_is_the_dominant_resource_priced_at_the_gpu_type(
+    extra: dict[str, Any], pool_type: str, expected: float
+) -> None:
     cluster = tiny_cluster(nodes=1)
     cluster["pools"][0]["gpu_type"] = pool_type
     out = replay(tiny_policy(), cluster, [job("j", 0, "a", "debug", 2, 600, **extra)])
@@ -187,7 +209,16 @@ def test_charge_is_the_dominant_resource_priced_at_the_gpu_type(extra: dict[str,
 
 
 def test_lost_work_per_group_adds_up_to_the_metric_in_gpu_hours() -> None:
-    jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H) for i in range(8)] + [job("b0", 60, "b", "debug", 1, 600)]
+    jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H) for i in range(8)] + [
+        job("b0", 60, "b", "debug", 1, 600)
+    ]
     res = replay(tiny_policy(), tiny_cluster(nodes=1), jobs).result
     assert res.lost_gpu_h["a"] == pytest.approx(0.5)  # 1800 GPU-s
     assert sum(res.lost_gpu_h.values()) == pytest.approx(res.metrics["lost_work_gpu_h"])
+
+
+def test_protection_above_the_class_cap_is_capped_and_reported() -> None:
+    # train: max_protected 2h; the job asks for 5h
+    out = replay(tiny_policy(), tiny_cluster(nodes=1), [job("j", 0, "a", "train", 1, 600, protected="5h")])
+    sub = by_type(events_of(out), "submit")[0]
+    assert sub["protected"] == 2 * H and sub["protected_capped"] is True

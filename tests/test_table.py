@@ -15,50 +15,110 @@ EMPTY_SERIES = Series(t=(), occupancy=(), owed={}, delivered={})
 def _metrics(policy: str, *, share_research: float, share_floor_pass: bool) -> dict[str, Any]:
     """A metrics.json (FORMATS.md shape): 2 classes, 3 top-level groups plus research/arch."""
     return {
-        "policy": policy, "scenario": "normal", "epoch": "2026-12-01T00:00:00Z", "horizon_s": 604800.0,
+        "policy": policy,
+        "scenario": "normal",
+        "epoch": "2026-12-01T00:00:00Z",
+        "horizon_s": 604800.0,
         "jobs": {"submitted": 1240, "finished": 1198, "never_started": 3},
         "classes": {
-            "train": {"jobs": 400, "wait_p50_s": 250.0, "wait_p90_s": 7380.0, "wait_p99_s": 30000.0,
-                      "first_progress_p50_s": 370.0, "first_progress_p90_s": 7500.0},
-            "eval": {"jobs": 840, "wait_p50_s": 12.0, "wait_p90_s": 95.0, "wait_p99_s": 600.0,
-                     "first_progress_p50_s": 12.0, "first_progress_p90_s": None},
+            "train": {
+                "jobs": 400,
+                "wait_p50_s": 250.0,
+                "wait_p90_s": 7380.0,
+                "wait_p99_s": 30000.0,
+                "first_progress_p50_s": 370.0,
+                "first_progress_p90_s": 7500.0,
+            },
+            "eval": {
+                "jobs": 840,
+                "wait_p50_s": 12.0,
+                "wait_p90_s": 95.0,
+                "wait_p99_s": 600.0,
+                "first_progress_p50_s": 12.0,
+                "first_progress_p90_s": None,
+            },
         },
         "groups": {
-            "product": {"owed_gpu_h": 5000.0, "delivered_gpu_h": 5100.0, "share_delivery": 1.02,
-                        "unallocated_gpu_h": 120.0, "min_window_share_delivery": 0.97},
-            "research": {"owed_gpu_h": 4000.0, "delivered_gpu_h": 4000.0 * share_research,
-                         "share_delivery": share_research, "unallocated_gpu_h": 0.0,
-                         "min_window_share_delivery": share_research - 0.05},
-            "research/arch": {"owed_gpu_h": 1500.0, "delivered_gpu_h": 1400.0, "share_delivery": 0.933,
-                              "unallocated_gpu_h": 0.0, "min_window_share_delivery": 0.9},
-            "infra": {"owed_gpu_h": 0.0, "delivered_gpu_h": 0.0, "share_delivery": None,
-                      "unallocated_gpu_h": 0.0, "min_window_share_delivery": None},
+            "product": {
+                "owed_gpu_h": 5000.0,
+                "delivered_gpu_h": 5100.0,
+                "share_delivery": 1.02,
+                "unallocated_gpu_h": 120.0,
+                "min_window_share_delivery": 0.97,
+            },
+            "research": {
+                "owed_gpu_h": 4000.0,
+                "delivered_gpu_h": 4000.0 * share_research,
+                "share_delivery": share_research,
+                "unallocated_gpu_h": 0.0,
+                "min_window_share_delivery": share_research - 0.05,
+            },
+            "research/arch": {
+                "owed_gpu_h": 1500.0,
+                "delivered_gpu_h": 1400.0,
+                "share_delivery": 0.933,
+                "unallocated_gpu_h": 0.0,
+                "min_window_share_delivery": 0.9,
+            },
+            "infra": {
+                "owed_gpu_h": 0.0,
+                "delivered_gpu_h": 0.0,
+                "share_delivery": None,
+                "unallocated_gpu_h": 0.0,
+                "min_window_share_delivery": None,
+            },
         },
         "delivery_overall": 0.984,
-        "lost_work_gpu_h": 212.5, "lost_work_pct": 2.31, "preemptions": 57,
-        "occupancy": 0.912, "fragmented_gpu_h": 1534.0, "unallocated_pct": 1.3,
+        "lost_work_gpu_h": 212.5,
+        "lost_work_pct": 2.31,
+        "preemptions": 57,
+        "occupancy": 0.912,
+        "fragmented_gpu_h": 1534.0,
+        "unallocated_pct": 1.3,
         "deadlines": {"jobs": 40, "met": 38, "met_pct": 95.0},
-        "starvation": {"max_wait_s": 93784.0,
-                       "groups_below_share_beyond_window": [] if share_floor_pass else ["research"]},
+        "starvation": {
+            "max_wait_s": 93784.0,
+            "groups_below_share_beyond_window": [] if share_floor_pass else ["research"],
+        },
         "gates": {
-            "share_floor": {"pass": share_floor_pass, "value": share_research - 0.05, "limit": 0.9,
-                            "evidence": f"research got {share_research - 0.05:.0%} of its owed share "
-                                        "in its worst 7d window"},
-            "lost_work_pct": {"pass": True, "value": 2.31, "limit": 5,
-                              "evidence": "2.31% of allocated GPU-time was lost to preemption"},
+            "share_floor": {
+                "pass": share_floor_pass,
+                "value": share_research - 0.05,
+                "limit": 0.9,
+                "evidence": f"research got {share_research - 0.05:.0%} of its owed share "
+                "in its worst 7d window",
+            },
+            "lost_work_pct": {
+                "pass": True,
+                "value": 2.31,
+                "limit": 5,
+                "evidence": "2.31% of allocated GPU-time was lost to preemption",
+            },
         },
     }
 
 
 def _result(policy: str, **kw: Any) -> ReplayResult:
-    return ReplayResult(policy=policy, scenario="normal", metrics=_metrics(policy, **kw),
-                        series=EMPTY_SERIES, waits={}, lost_gpu_h={})
+    return ReplayResult(
+        policy=policy,
+        scenario="normal",
+        metrics=_metrics(policy, **kw),
+        series=EMPTY_SERIES,
+        waits={},
+        lost_gpu_h={},
+    )
 
 
 def _comparison(notes: tuple[str, ...] = ()) -> Comparison:
-    return Comparison("normal", "steady mixed load", (
-        _result("fairshare", share_research=0.99, share_floor_pass=True),
-        _result("fifo", share_research=0.66, share_floor_pass=False)), notes)
+    return Comparison(
+        "normal",
+        "steady mixed load",
+        (
+            _result("fairshare", share_research=0.99, share_floor_pass=True),
+            _result("fifo", share_research=0.66, share_floor_pass=False),
+        ),
+        notes,
+    )
 
 
 def _line(text: str, label: str) -> str:
@@ -68,10 +128,22 @@ def _line(text: str, label: str) -> str:
     return matches[0]
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (0, "0s"), (42, "42s"), (90, "1m30s"), (250, "4m10s"), (3600, "1h"), (7380, "2h3m"),
-    (7379, "2h3m"), (86399, "1d"), (93784, "1d2h"), (None, "—"), (float("nan"), "—"),
-])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (42, "42s"),
+        (90, "1m30s"),
+        (250, "4m10s"),
+        (3600, "1h"),
+        (7380, "2h3m"),
+        (7379, "2h3m"),
+        (86399, "1d"),
+        (93784, "1d2h"),
+        (None, "—"),
+        (float("nan"), "—"),
+    ],
+)
 def test_durations_use_two_most_significant_units(seconds: float | None, text: str) -> None:
     assert fmt_duration(seconds) == text
 
@@ -80,12 +152,16 @@ def test_values_are_right_aligned_under_their_policy_name() -> None:
     text = format_comparison(_comparison())
     lines = text.splitlines()
     header = next(line for line in lines if "fairshare" in line and "fifo" in line)
-    for label, values in [("submitted", ("1,240", "1,240")), ("train", ("4m10s / 2h3m", "4m10s / 2h3m")),
-                          ("lost work GPU-h", ("212.5", "212.5")), ("occupancy", ("91.2%", "91.2%"))]:
+    for label, values in [
+        ("submitted", ("1,240", "1,240")),
+        ("train", ("4m10s / 2h3m", "4m10s / 2h3m")),
+        ("lost work GPU-h", ("212.5", "212.5")),
+        ("occupancy", ("91.2%", "91.2%")),
+    ]:
         row = _line(text, label)
         for policy, value in zip(("fairshare", "fifo"), values, strict=True):
             end = header.index(policy) + len(policy)
-            assert row[end - len(value):end] == value, f"{label}/{policy} misaligned:\n{header}\n{row}"
+            assert row[end - len(value) : end] == value, f"{label}/{policy} misaligned:\n{header}\n{row}"
 
 
 def test_rows_cover_jobs_waits_shares_and_capacity() -> None:
@@ -96,8 +172,15 @@ def test_rows_cover_jobs_waits_shares_and_capacity() -> None:
     assert "66.0%" in _line(text, "research")
     assert "98.4%" in _line(text, "overall")
     assert _line(text, "groups below share").split()[-2:] == ["none", "research"]
-    for label in ("never started", "train jobs", "eval jobs", "lost work %", "preemptions",
-                  "fragmented GPU-h", "unallocated %"):
+    for label in (
+        "never started",
+        "train jobs",
+        "eval jobs",
+        "lost work %",
+        "preemptions",
+        "fragmented GPU-h",
+        "unallocated %",
+    ):
         _line(text, label)
 
 
@@ -135,8 +218,9 @@ def test_notes_are_listed() -> None:
 
 def test_missing_metrics_print_dashes_without_crashing() -> None:
     bare = ReplayResult("custom", "normal", {}, EMPTY_SERIES, {}, {})
-    text = format_comparison(Comparison("normal", "", (bare, _result("fifo", share_research=0.5,
-                                                                     share_floor_pass=False))))
+    text = format_comparison(
+        Comparison("normal", "", (bare, _result("fifo", share_research=0.5, share_floor_pass=False)))
+    )
     assert _line(text, "submitted").split()[1:] == ["—", "1,240"]
     assert "FAIL" in _line(text, "share_floor")
 

@@ -76,12 +76,19 @@ def test_is_duration_text() -> None:
         pytest.param(dt.date(2026, 12, 15), dt.datetime(2026, 12, 15, tzinfo=dt.UTC), id="date"),
         pytest.param("2026-12-01T06:30:00Z", dt.datetime(2026, 12, 1, 6, 30, tzinfo=dt.UTC), id="zulu"),
         pytest.param("2026-12-01T06:30:00", dt.datetime(2026, 12, 1, 6, 30, tzinfo=dt.UTC), id="naive-text"),
-        pytest.param(dt.datetime(2026, 12, 1, 6, 30), dt.datetime(2026, 12, 1, 6, 30, tzinfo=dt.UTC),
-                     id="naive-datetime"),
-        pytest.param("2026-12-01T08:30:00+02:00", dt.datetime(2026, 12, 1, 6, 30, tzinfo=dt.UTC),
-                     id="offset-converted"),
-        pytest.param(dt.datetime(2026, 12, 1, 1, 0, tzinfo=dt.timezone(dt.timedelta(hours=1))),
-                     dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.UTC), id="aware-datetime"),
+        pytest.param(
+            dt.datetime(2026, 12, 1, 6, 30),
+            dt.datetime(2026, 12, 1, 6, 30, tzinfo=dt.UTC),
+            id="naive-datetime",
+        ),
+        pytest.param(
+            "2026-12-01T08:30:00+02:00", dt.datetime(2026, 12, 1, 6, 30, tzinfo=dt.UTC), id="offset-converted"
+        ),
+        pytest.param(
+            dt.datetime(2026, 12, 1, 1, 0, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+            dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.UTC),
+            id="aware-datetime",
+        ),
         pytest.param(" 2026-12-15 ", dt.datetime(2026, 12, 15, tzinfo=dt.UTC), id="spaces"),
     ],
 )

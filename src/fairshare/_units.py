@@ -76,8 +76,10 @@ def instant(value: object, epoch: dt.datetime) -> float:
     try:
         when = to_utc(value)
     except ValueError:
-        raise ValueError(f"expected a duration from t = 0 (such as 2d8h) or a date/datetime "
-                         f"(such as 2026-12-15 or 2026-12-15T06:00:00Z), got {value!r}") from None
+        raise ValueError(
+            f"expected a duration from t = 0 (such as 2d8h) or a date/datetime "
+            f"(such as 2026-12-15 or 2026-12-15T06:00:00Z), got {value!r}"
+        ) from None
     return (when - epoch).total_seconds()
 
 

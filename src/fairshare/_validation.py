@@ -122,8 +122,9 @@ def _message(model: type[BaseModel], err: ErrorDetails, loc: Loc) -> str:
         n = ctx.get("min_length", 1)
         return "must not be empty" if n == 1 else f"needs at least {n} entries"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        op = {"greater_than_equal": ">=", "greater_than": ">",
-              "less_than_equal": "<=", "less_than": "<"}[kind]
+        op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[
+            kind
+        ]
         bound = next(iter(ctx.values()), "?")
         return f"must be {op} {bound}, got {_show(got)}"
     if kind == "string_pattern_mismatch":
@@ -162,8 +163,11 @@ def _mapping_without_duplicates(loader: _Loader, node: yaml.MappingNode) -> dict
             continue
         if first is not None:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first given at line {first.line + 1})",
-                key_node.start_mark)
+                None,
+                None,
+                f"duplicate key {key!r} (first given at line {first.line + 1})",
+                key_node.start_mark,
+            )
         seen[key] = key_node.start_mark
     return loader.construct_mapping(node, deep=True)
 
@@ -193,6 +197,7 @@ def load_yaml(path: Path) -> Any:
     if data is None:
         raise InputError(where, "", "the file is empty: expected a mapping of keys (see FORMATS.md)")
     if not isinstance(data, dict):
-        raise InputError(where, "", "expected a mapping of keys at the top level, "
-                                    f"got a {type(data).__name__}")
+        raise InputError(
+            where, "", f"expected a mapping of keys at the top level, got a {type(data).__name__}"
+        )
     return data

@@ -35,7 +35,9 @@ def main() -> None:
 @main.command()
 @click.argument("policy", type=click.Path(path_type=Path))
 @click.option("--cluster", type=click.Path(path_type=Path), help="Also check against this cluster file.")
-@click.option("--workload", type=click.Path(path_type=Path), help="Also check this workload (needs --cluster).")
+@click.option(
+    "--workload", type=click.Path(path_type=Path), help="Also check this workload (needs --cluster)."
+)
 def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
     """Validate a policy file; print the budget tree with static fractions."""
     try:
@@ -48,13 +50,22 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
 
             cl = load_cluster(cluster, pol)
             resolve_exceptions(pol, tree, cl.epoch, str(policy), strict=True)
-            click.echo(f"cluster {cluster}: {len(cl.nodes)} nodes, {cl.total_gpus()} GPUs "
-                       f"({', '.join(cl.gpu_types)})")
+            click.echo(
+                f"cluster {cluster}: {len(cl.nodes)} nodes, {cl.total_gpus()} GPUs "
+                f"({', '.join(cl.gpu_types)})"
+            )
             if workload is not None:
                 from .workload import load_workload
 
                 jobs = load_workload(workload, pol, tree, cl)
                 click.echo(f"workload {workload}: {len(jobs)} jobs")
+                capped = [j for j in jobs if j.protected_capped]
+                if capped:
+                    click.echo(
+                        f"note: {len(capped)} job(s) asked for more protection than their class's "
+                        f"max_protected and were capped (first: {capped[0].id}, to "
+                        f"{fmt_duration(capped[0].protected)})"
+                    )
         elif workload is not None:
             raise InputError("--workload", "", "checking a workload needs --cluster too")
         else:
@@ -72,12 +83,17 @@ def _warn_past_expiries(pol: Policy, where: Path) -> None:
         except ValueError:
             continue
         if t <= 0:
-            click.echo(f"warning: {where}: exceptions[{i}].expires: the exception for {ex.group} has already "
-                       f"expired", err=True)
+            click.echo(
+                f"warning: {where}: exceptions[{i}].expires: the exception for {ex.group} has already "
+                f"expired",
+                err=True,
+            )
 
 
 def _tree_text(pol: Policy, tree: TreeIndex) -> str:
-    lines = [f"window {fmt_duration(pol.window)}; {len(tree.leaves)} leaves; classes: {', '.join(pol.classes)}"]
+    lines = [
+        f"window {fmt_duration(pol.window)}; {len(tree.leaves)} leaves; classes: {', '.join(pol.classes)}"
+    ]
     nodes = {}
 
     def collect(items: Any, prefix: str) -> None:
@@ -90,11 +106,19 @@ def _tree_text(pol: Policy, tree: TreeIndex) -> str:
     for i, path in enumerate(tree.paths):
         n = nodes[path]
         extra = sum(e.extra_share for e in pol.exceptions if e.group == path)
-        meta = ", ".join(x for x in (
-            f"owner {n.owner}" if n.owner else "", f"review {n.review}" if n.review else "",
-            f"+{extra:g} share by exception" if extra else "") if x)
-        lines.append(f"{'  ' * tree.depth[i]}{path.rsplit('/', 1)[-1]:<20} share {n.share:<6g} "
-                     f"static {100 * tree.static_frac[i]:6.2f}%" + (f"  ({meta})" if meta else ""))
+        meta = ", ".join(
+            x
+            for x in (
+                f"owner {n.owner}" if n.owner else "",
+                f"review {n.review}" if n.review else "",
+                f"+{extra:g} share by exception" if extra else "",
+            )
+            if x
+        )
+        lines.append(
+            f"{'  ' * tree.depth[i]}{path.rsplit('/', 1)[-1]:<20} share {n.share:<6g} "
+            f"static {100 * tree.static_frac[i]:6.2f}%" + (f"  ({meta})" if meta else "")
+        )
     return "\n".join(lines)
 
 
@@ -122,15 +146,28 @@ def _progress(label: str, total: int) -> Iterator[Callable[[int], None] | None]:
 @click.option("--policy", "policy_path", type=click.Path(path_type=Path), help="Policy YAML.")
 @click.option("--cluster", type=click.Path(path_type=Path), help="Cluster YAML.")
 @click.option("--workload", type=click.Path(path_type=Path), help="Workload CSV or JSON Lines.")
-@click.option("--policies", default=DEFAULT_POLICIES, show_default=True,
-              help=f"Comma-separated, from: {', '.join(STRATEGIES)}.")
+@click.option(
+    "--policies",
+    default=DEFAULT_POLICIES,
+    show_default=True,
+    help=f"Comma-separated, from: {', '.join(STRATEGIES)}.",
+)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
 @click.option("--require-gates", is_flag=True, help="Exit 1 when a fairshare rollout gate fails.")
-def compare(scenario: str | None, seed: int, policy_path: Path | None, cluster: Path | None,
-            workload: Path | None, policies: str, out: Path, require_gates: bool) -> None:
+def compare(
+    scenario: str | None,
+    seed: int,
+    policy_path: Path | None,
+    cluster: Path | None,
+    workload: Path | None,
+    policies: str,
+    out: Path,
+    require_gates: bool,
+) -> None:
     """Replay the same arrivals under several policies; write outputs and report.html."""
     from .report import write_report
-    from .runner import check_policies, compare as run_compare, inputs_from_files, inputs_from_scenario
+    from .runner import check_policies, inputs_from_files, inputs_from_scenario
+    from .runner import compare as run_compare
     from .scenarios import SCENARIOS
     from .table import format_comparison
 
@@ -143,11 +180,15 @@ def compare(scenario: str | None, seed: int, policy_path: Path | None, cluster: 
             chosen = list(SCENARIOS) if scenario == "all" else [scenario]
             for s in chosen:
                 if s not in SCENARIOS:
-                    raise InputError("--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})")
+                    raise InputError(
+                        "--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})"
+                    )
                 jobs.append((out / s, lambda s=s: inputs_from_scenario(SCENARIOS[s](seed))))
         else:
             if not (policy_path and cluster and workload):
-                raise InputError("compare", "", "give --scenario, or all of --policy, --cluster and --workload")
+                raise InputError(
+                    "compare", "", "give --scenario, or all of --policy, --cluster and --workload"
+                )
             inputs = inputs_from_files(policy_path, cluster, workload)
             jobs.append((out, lambda: inputs))
         comparisons: list[Comparison] = []
@@ -164,8 +205,14 @@ def compare(scenario: str | None, seed: int, policy_path: Path | None, cluster: 
     write_report(out / "report.html", comparisons)
     click.echo(f"wrote {out / 'report.html'}")
     if require_gates:
-        failed = [(c.scenario, g) for c in comparisons for r in c.results if r.policy == "fairshare"
-                  for g, v in r.metrics["gates"].items() if not v["pass"]]
+        failed = [
+            (c.scenario, g)
+            for c in comparisons
+            for r in c.results
+            if r.policy == "fairshare"
+            for g, v in r.metrics["gates"].items()
+            if not v["pass"]
+        ]
         if failed:
             for s, g in failed:
                 click.echo(f"gate failed: {s}: fairshare {g}", err=True)
@@ -173,12 +220,17 @@ def compare(scenario: str | None, seed: int, policy_path: Path | None, cluster: 
 
 
 @main.command()
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="A replay output folder (or a compare folder holding policy folders).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="A replay output folder (or a compare folder holding policy folders).",
+)
 @click.option("--job", required=True, help="Job id.")
 def explain(out: Path, job: str) -> None:
     """Show the decisions that touched a job, with their evidence, and why it waited."""
-    from .explain import explain as explain_job, replay_folders
+    from .explain import explain as explain_job
+    from .explain import replay_folders
 
     try:
         texts = [explain_job(f, job) for f in replay_folders(out)]

@@ -37,13 +37,14 @@ class Drain(_Strict):
     deadline: Any = None
     end: Any = None
 
-
     @field_validator("start", mode="before")
     @classmethod
     def _start(cls, v: Any) -> Any:
         if v is None:
-            raise ValueError("required key 'start' is missing: when the drain begins (a duration from "
-                             "t = 0 such as 2d, or a date/datetime)")
+            raise ValueError(
+                "required key 'start' is missing: when the drain begins (a duration from "
+                "t = 0 such as 2d, or a date/datetime)"
+            )
         return v
 
 
@@ -72,8 +73,14 @@ class Node:
     block: str
 
     def as_json(self) -> dict[str, Any]:
-        return {"node": self.name, "gpus": self.gpus, "gpu_type": self.gpu_type, "block": self.block,
-                "cpus": self.cpus, "mem_gb": self.mem_gb}
+        return {
+            "node": self.name,
+            "gpus": self.gpus,
+            "gpu_type": self.gpu_type,
+            "block": self.block,
+            "cpus": self.cpus,
+            "mem_gb": self.mem_gb,
+        }
 
 
 @dataclass(frozen=True)
@@ -109,17 +116,25 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
         names.add(pool.name)
         if policy is not None and pool.gpu_type not in policy.gpu_rates:
             raise InputError(
-                where, f"pools[{pi}].gpu_type",
+                where,
+                f"pools[{pi}].gpu_type",
                 f"GPU type {pool.gpu_type!r} is unknown: the policy's gpu_rates list "
                 f"{', '.join(sorted(policy.gpu_rates)) or 'no types'}; fix the type here or add a rate "
                 f"for {pool.gpu_type} to the policy",
             )
         per_block = pool.nodes_per_block or pool.count
         for k in range(pool.count):
-            nodes.append(Node(
-                name=f"{pool.name}-{k:03d}", pool=pool.name, gpus=pool.gpus, gpu_type=pool.gpu_type,
-                cpus=float(pool.cpus), mem_gb=float(pool.mem_gb), block=f"{pool.name}-b{k // per_block}",
-            ))
+            nodes.append(
+                Node(
+                    name=f"{pool.name}-{k:03d}",
+                    pool=pool.name,
+                    gpus=pool.gpus,
+                    gpu_type=pool.gpu_type,
+                    cpus=float(pool.cpus),
+                    mem_gb=float(pool.mem_gb),
+                    block=f"{pool.name}-b{k // per_block}",
+                )
+            )
     epoch = to_utc(spec.epoch) if spec.epoch is not None else EPOCH_DEFAULT
     index = {n.name: i for i, n in enumerate(nodes)}
     drains: list[Maintenance] = []
@@ -127,8 +142,11 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
         ids = []
         for ni, name in enumerate(d.nodes):
             if name not in index:
-                raise InputError(where, f"maintenance[{di}].nodes[{ni}]",
-                                 f"no node named {name!r} (nodes are <pool>-<index>, e.g. {nodes[0].name!r})")
+                raise InputError(
+                    where,
+                    f"maintenance[{di}].nodes[{ni}]",
+                    f"no node named {name!r} (nodes are <pool>-<index>, e.g. {nodes[0].name!r})",
+                )
             ids.append(index[name])
 
         def at(key: str, value: Any, di: int = di) -> float:

@@ -36,7 +36,12 @@ def overhead_of(job: Job, restarted: bool) -> float:
 
 
 def hangs_in_run(job: Job, kept: float, stall_done: bool) -> bool:
-    return job.stall_after is not None and not stall_done and job.stall_after < job.work and kept < job.stall_after
+    return (
+        job.stall_after is not None
+        and not stall_done
+        and job.stall_after < job.work
+        and kept < job.stall_after
+    )
 
 
 def plan_run(job: Job, t0: float, kept: float, restarted: bool, stall_done: bool) -> RunPlan:
@@ -48,7 +53,9 @@ def plan_run(job: Job, t0: float, kept: float, restarted: bool, stall_done: bool
     return RunPlan(overhead, t0 + overhead + (job.work - kept), None, protected_until)
 
 
-def run_progress(job: Job, t0: float, t: float, overhead: float, kept: float, stall_done: bool) -> tuple[float, bool]:
+def run_progress(
+    job: Job, t0: float, t: float, overhead: float, kept: float, stall_done: bool
+) -> tuple[float, bool]:
     """(progress made in this run by t, whether the run has reached its hang point)."""
     progress = max(0.0, (t - t0) - overhead)
     stall = job.stall_after
@@ -65,6 +72,8 @@ def kept_on_preempt(job: Job, progress: float, kept: float) -> float:
     return min(saved, job.work - kept)
 
 
-def lost_gpu_s(job: Job, t0: float, t: float, overhead: float, kept: float, stall_done: bool, gpus: int) -> float:
+def lost_gpu_s(
+    job: Job, t0: float, t: float, overhead: float, kept: float, stall_done: bool, gpus: int
+) -> float:
     progress, _ = run_progress(job, t0, t, overhead, kept, stall_done)
     return ((t - t0) - kept_on_preempt(job, progress, kept)) * gpus

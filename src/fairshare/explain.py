@@ -21,9 +21,13 @@ HOLD_TEXT = {
 def replay_folders(out: Path) -> list[Path]:
     if (out / "events.jsonl").exists():
         return [out]
-    found = sorted(p.parent for p in out.glob("*/events.jsonl")) + sorted(p.parent for p in out.glob("*/*/events.jsonl"))
+    found = sorted(p.parent for p in out.glob("*/events.jsonl")) + sorted(
+        p.parent for p in out.glob("*/*/events.jsonl")
+    )
     if not found:
-        raise InputError(str(out), "", "no events.jsonl here or in a policy folder below (run `fairshare compare` first)")
+        raise InputError(
+            str(out), "", "no events.jsonl here or in a policy folder below (run `fairshare compare` first)"
+        )
     return found
 
 
@@ -57,12 +61,18 @@ def explain(folder: Path, job: str) -> str:
     if not events:
         raise InputError(str(folder / "events.jsonl"), "", f"no job {job!r} in this replay")
     decisions_path = folder / "decisions.jsonl"
-    decisions = [d for d in read_jsonl(decisions_path) if d.get("job") == job or d.get("by") == job] \
-        if decisions_path.exists() else []
+    decisions = (
+        [d for d in read_jsonl(decisions_path) if d.get("job") == job or d.get("by") == job]
+        if decisions_path.exists()
+        else []
+    )
     sub = events[0]
-    lines = [f"job {job} ({folder}): group {sub['group']}, class {sub['class']}, {sub['gpus']} GPU(s) on "
-             f"{sub['nodes']} node(s), work {fmt_duration(sub['work'])}, protected {fmt_duration(sub['protected'])}"
-             + (f", deadline t={sub['deadline']:g}s" if sub.get("deadline") is not None else "")]
+    lines = [
+        f"job {job} ({folder}): group {sub['group']}, class {sub['class']}, {sub['gpus']} GPU(s) on "
+        f"{sub['nodes']} node(s), work {fmt_duration(sub['work'])}, "
+        f"protected {fmt_duration(sub['protected'])}"
+        + (f", deadline t={sub['deadline']:g}s" if sub.get("deadline") is not None else "")
+    ]
     lines.append("timeline:")
     for e in events:
         extra = ""
@@ -92,15 +102,19 @@ def _why_waited(events: list[dict[str, Any]], decisions: list[dict[str, Any]]) -
     if since is not None:
         spells.append((since, None))
     for a, b in spells:
-        span = f"{fmt_duration((b - a))}" if b is not None else "until the end of the replay"
-        holds = [d for d in decisions if d["decision"] == "hold" and a <= d["t"] and (b is None or d["t"] <= b)]
+        span = f"{fmt_duration(b - a)}" if b is not None else "until the end of the replay"
+        holds = [
+            d for d in decisions if d["decision"] == "hold" and a <= d["t"] and (b is None or d["t"] <= b)
+        ]
         if b is not None and b - a <= 0:
             out.append(f"  from t={a:.1f}: started at once")
             continue
         out.append(f"  from t={a:.1f}, waited {span}:")
         if not holds:
-            out.append("    it was never tried: jobs ahead of it in the order (higher priority groups or earlier "
-                       "submits) took the capacity as it freed up")
+            out.append(
+                "    it was never tried: jobs ahead of it in the order (higher priority groups or earlier "
+                "submits) took the capacity as it freed up"
+            )
         for h in holds:
             out.append(f"    t={h['t']:.1f}: {h['reason']} — {HOLD_TEXT.get(h['reason'], h['reason'])}")
         for r in decisions:

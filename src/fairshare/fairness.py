@@ -44,9 +44,14 @@ def service_ratio(used_rate: float, owed_rate: float) -> float:
 
 
 def may_take_from(
-    taker_prio: float, victim_prio: float,
-    taker_used: float, taker_owed: float, taker_charge: float,
-    victim_used: float, victim_owed: float, victim_charge: float,
+    taker_prio: float,
+    victim_prio: float,
+    taker_used: float,
+    taker_owed: float,
+    taker_charge: float,
+    victim_used: float,
+    victim_owed: float,
+    victim_charge: float,
 ) -> bool:
     """Whether the taker's side may preempt `victim_charge` from the victim's side.
 

@@ -27,7 +27,9 @@ EPS = 1e-6
 Vec = npt.NDArray[np.float64]
 
 
-def water_fill(tree: TreeIndex, capacity: float, demand: Sequence[float], share: Sequence[float]) -> list[float]:
+def water_fill(
+    tree: TreeIndex, capacity: float, demand: Sequence[float], share: Sequence[float]
+) -> list[float]:
     """Owed rate of every tree node (list indexed by node id).
 
     `demand[i]` is node i's demand (its leaves' pending + running charge), `share[i]` its effective

@@ -85,8 +85,9 @@ class MetricsRecorder:
 
     # ----------------------------------------------------------------- per job
     def job_submitted(self, job: Job) -> None:
-        self.jobs[job.id] = _JobFacts(job.submit, job.cls, job.group, job.startup, job.deadline,
-                                      pending_since=job.submit)
+        self.jobs[job.id] = _JobFacts(
+            job.submit, job.cls, job.group, job.startup, job.deadline, pending_since=job.submit
+        )
 
     def job_started(self, job_id: str, t: float) -> None:
         f = self.jobs[job_id]
@@ -162,8 +163,15 @@ class MetricsRecorder:
             k += 1
         return min(vals) if vals else None
 
-    def finalize(self, horizon: float, policy_name: str, scenario: str, epoch: str, gates: Gates,
-                 exceptions: Sequence[ResolvedException]) -> dict[str, Any]:
+    def finalize(
+        self,
+        horizon: float,
+        policy_name: str,
+        scenario: str,
+        epoch: str,
+        gates: Gates,
+        exceptions: Sequence[ResolvedException],
+    ) -> dict[str, Any]:
         jobs = list(self.jobs.values())
         waits, fps = self.waits(horizon), self.first_progress(horizon)
         classes: dict[str, Any] = {}
@@ -171,7 +179,8 @@ class MetricsRecorder:
             w, fp = np.asarray(waits[c]), np.asarray(fps[c])
             classes[c] = {
                 "jobs": len(w),
-                "wait_p50_s": float(np.percentile(w, 50)), "wait_p90_s": float(np.percentile(w, 90)),
+                "wait_p50_s": float(np.percentile(w, 50)),
+                "wait_p90_s": float(np.percentile(w, 90)),
                 "wait_p99_s": float(np.percentile(w, 99)),
                 "first_progress_p50_s": float(np.percentile(fp, 50)),
                 "first_progress_p90_s": float(np.percentile(fp, 90)),
@@ -180,7 +189,8 @@ class MetricsRecorder:
         for i, path in enumerate(self.tree.paths):
             o, d = float(self.owed[i]), float(self.delivered[i])
             groups[path] = {
-                "owed_gpu_h": o / 3600, "delivered_gpu_h": d / 3600,
+                "owed_gpu_h": o / 3600,
+                "delivered_gpu_h": d / 3600,
                 "share_delivery": d / o if o > EPS else None,
                 "unallocated_gpu_h": float(self.unallocated[i]) / 3600,
                 "min_window_share_delivery": self._min_window(i, horizon),
@@ -192,18 +202,30 @@ class MetricsRecorder:
         total_unalloc = float(sum(self.unallocated[i] for i in self.tree.leaves))
         denom = self.alloc_s + self.idle_s
         dl = [j for j in jobs if j.deadline is not None]
-        met = sum(1 for j in dl if j.finished is not None and j.deadline is not None
-                  and j.finished <= j.deadline + EPS)
-        spells = [max(j.max_spell, horizon - j.pending_since if j.pending_since is not None else 0.0)
-                  for j in jobs]
+        met = sum(
+            1
+            for j in dl
+            if j.finished is not None and j.deadline is not None and j.finished <= j.deadline + EPS
+        )
+        spells = [
+            max(j.max_spell, horizon - j.pending_since if j.pending_since is not None else 0.0) for j in jobs
+        ]
         lost_pct = 100 * self.lost_gpu_s / self.alloc_s if self.alloc_s else 0.0
         metrics: dict[str, Any] = {
-            "policy": policy_name, "scenario": scenario, "epoch": epoch, "horizon_s": horizon,
-            "jobs": {"submitted": len(jobs), "finished": sum(1 for j in jobs if j.finished is not None),
-                     "never_started": sum(1 for j in jobs if j.first_start is None)},
-            "classes": classes, "groups": groups,
+            "policy": policy_name,
+            "scenario": scenario,
+            "epoch": epoch,
+            "horizon_s": horizon,
+            "jobs": {
+                "submitted": len(jobs),
+                "finished": sum(1 for j in jobs if j.finished is not None),
+                "never_started": sum(1 for j in jobs if j.first_start is None),
+            },
+            "classes": classes,
+            "groups": groups,
             "delivery_overall": sd / so if so > EPS else None,
-            "lost_work_gpu_h": self.lost_gpu_s / 3600, "lost_work_pct": lost_pct,
+            "lost_work_gpu_h": self.lost_gpu_s / 3600,
+            "lost_work_pct": lost_pct,
             "preemptions": self.preemptions,
             "occupancy": self.alloc_s / denom if denom else None,
             "fragmented_gpu_h": self.frag_s / 3600,
@@ -213,8 +235,10 @@ class MetricsRecorder:
         }
         metrics["gates"] = evaluate_gates(metrics, self.tree, gates, exceptions)
         metrics["starvation"]["groups_below_share_beyond_window"] = [
-            self.tree.paths[i] for i in self.tree.top
-            if (v := groups[self.tree.paths[i]]["min_window_share_delivery"]) is not None and v < gates.share_floor
+            self.tree.paths[i]
+            for i in self.tree.top
+            if (v := groups[self.tree.paths[i]]["min_window_share_delivery"]) is not None
+            and v < gates.share_floor
         ]
         return metrics
 
@@ -244,8 +268,9 @@ class MetricsRecorder:
         )
 
 
-def evaluate_gates(metrics: dict[str, Any], tree: TreeIndex, gates: Gates,
-                   exceptions: Sequence[ResolvedException]) -> dict[str, Any]:
+def evaluate_gates(
+    metrics: dict[str, Any], tree: TreeIndex, gates: Gates, exceptions: Sequence[ResolvedException]
+) -> dict[str, Any]:
     """Rollout gates with a sentence of evidence each (DESIGN.md §3)."""
     tops = [(tree.paths[i], metrics["groups"][tree.paths[i]]["min_window_share_delivery"]) for i in tree.top]
     known = [(g, v) for g, v in tops if v is not None]
@@ -253,38 +278,58 @@ def evaluate_gates(metrics: dict[str, Any], tree: TreeIndex, gates: Gates,
     if known:
         worst_g, worst = min(known, key=lambda x: x[1])
         out["share_floor"] = {
-            "pass": worst >= gates.share_floor, "value": worst, "limit": gates.share_floor,
+            "pass": worst >= gates.share_floor,
+            "value": worst,
+            "limit": gates.share_floor,
             "evidence": f"lowest windowed share delivery among top-level groups is {worst:.3f} ({worst_g}); "
-                        f"floor {gates.share_floor:g}",
+            f"floor {gates.share_floor:g}",
         }
     else:
-        out["share_floor"] = {"pass": True, "value": None, "limit": gates.share_floor,
-                              "evidence": "no top-level group was owed anything in any window"}
+        out["share_floor"] = {
+            "pass": True,
+            "value": None,
+            "limit": gates.share_floor,
+            "evidence": "no top-level group was owed anything in any window",
+        }
     lost = metrics["lost_work_pct"]
     out["lost_work_pct"] = {
-        "pass": lost <= gates.lost_work_pct, "value": lost, "limit": gates.lost_work_pct,
+        "pass": lost <= gates.lost_work_pct,
+        "value": lost,
+        "limit": gates.lost_work_pct,
         "evidence": f"{metrics['lost_work_gpu_h']:.1f} GPU-h lost to {metrics['preemptions']} preemptions = "
-                    f"{lost:.2f}% of allocated GPU time; limit {gates.lost_work_pct:g}%",
+        f"{lost:.2f}% of allocated GPU time; limit {gates.lost_work_pct:g}%",
     }
     d = metrics["deadlines"]
     if d["jobs"]:
         out["deadline_met_pct"] = {
-            "pass": d["met_pct"] >= gates.deadline_met_pct, "value": d["met_pct"], "limit": gates.deadline_met_pct,
+            "pass": d["met_pct"] >= gates.deadline_met_pct,
+            "value": d["met_pct"],
+            "limit": gates.deadline_met_pct,
             "evidence": f"{d['met']} of {d['jobs']} deadline jobs finished in time ({d['met_pct']:.1f}%); "
-                        f"SLO {gates.deadline_met_pct:g}%",
+            f"SLO {gates.deadline_met_pct:g}%",
         }
     else:
-        out["deadline_met_pct"] = {"pass": True, "value": None, "limit": gates.deadline_met_pct,
-                                   "evidence": "no job had a deadline"}
+        out["deadline_met_pct"] = {
+            "pass": True,
+            "value": None,
+            "limit": gates.deadline_met_pct,
+            "evidence": "no job had a deadline",
+        }
     if exceptions:
         longest = max(exceptions, key=lambda e: e.expires_t)
         days = longest.expires_t / DAY
         out["exception_max_days"] = {
-            "pass": days <= gates.exception_max_days, "value": days, "limit": gates.exception_max_days,
+            "pass": days <= gates.exception_max_days,
+            "value": days,
+            "limit": gates.exception_max_days,
             "evidence": f"{len(exceptions)} exception(s), all with an expiry; the longest ({longest.group}) "
-                        f"runs {fmt_duration(longest.expires_t)} past the epoch; limit {gates.exception_max_days:g} d",
+            f"runs {fmt_duration(longest.expires_t)} past the epoch; limit {gates.exception_max_days:g} d",
         }
     else:
-        out["exception_max_days"] = {"pass": True, "value": 0.0, "limit": gates.exception_max_days,
-                                     "evidence": "no exceptions"}
+        out["exception_max_days"] = {
+            "pass": True,
+            "value": 0.0,
+            "limit": gates.exception_max_days,
+            "evidence": "no exceptions",
+        }
     return out

@@ -37,7 +37,9 @@ class QueueCursor:
 class MergedOrder:
     """A global order over all queues by a sort key of the head job (fifo, priority-labels)."""
 
-    def __init__(self, snap: Snapshot, skip: set[str], key: Callable[[QueueKey, int], tuple[int, ...]]) -> None:
+    def __init__(
+        self, snap: Snapshot, skip: set[str], key: Callable[[QueueKey, int], tuple[int, ...]]
+    ) -> None:
         self.cursor = QueueCursor(snap.pending, skip)
         self.key = key
         self.heap: list[tuple[tuple[int, ...], QueueKey, str]] = []
@@ -131,11 +133,14 @@ class DebtOrder:
             self.chosen_path = []
             while True:
                 node, runner = self._pick(ids)
-                self.chosen_path.append((
-                    self.tree.paths[node], self.prio[node],
-                    self.tree.paths[runner] if runner is not None else None,
-                    self.prio[runner] if runner is not None else None,
-                ))
+                self.chosen_path.append(
+                    (
+                        self.tree.paths[node],
+                        self.prio[node],
+                        self.tree.paths[runner] if runner is not None else None,
+                        self.prio[runner] if runner is not None else None,
+                    )
+                )
                 if not self.tree.children[node]:
                     break
                 ids = self.tree.children[node]

@@ -85,7 +85,8 @@ class Shape:
     nodes: int
 
     def dominates(self, other: Shape) -> bool:
-        """Self is at least as large as `other` (same types): if `other` cannot be placed, neither can self."""
+        """Self is at least as large as `other` (same types): if `other` cannot be placed, neither
+        can self."""
         return self.types == other.types and self.per_node >= other.per_node and self.nodes >= other.nodes
 
 

@@ -73,8 +73,11 @@ def _check_unique(nodes: tuple[GroupNode, ...]) -> None:
     seen: dict[str, int] = {}
     for i, n in enumerate(nodes):
         if n.name in seen:
-            raise AtPath((i, "name"), f"duplicate sibling name {n.name!r} (also entry [{seen[n.name]}]): "
-                                      "names under one parent must differ")
+            raise AtPath(
+                (i, "name"),
+                f"duplicate sibling name {n.name!r} (also entry [{seen[n.name]}]): "
+                "names under one parent must differ",
+            )
         seen[n.name] = i
 
 
@@ -91,7 +94,13 @@ class JobClass(_Strict):
     deadline: Seconds | None = None
 
     @field_validator(
-        "protected", "max_protected", "checkpoint", "restore", "startup", "max_stall", "deadline",
+        "protected",
+        "max_protected",
+        "checkpoint",
+        "restore",
+        "startup",
+        "max_stall",
+        "deadline",
         mode="before",
     )
     @classmethod
@@ -107,8 +116,10 @@ class JobClass(_Strict):
             )
         if self.resumable and not (self.checkpoint is not None and self.checkpoint > 0):
             got = "missing" if self.checkpoint is None else fmt_duration(self.checkpoint)
-            raise ValueError(f"resumable: true needs checkpoint > 0 (how often the job saves its "
-                             f"progress, e.g. checkpoint: 30m); checkpoint is {got}")
+            raise ValueError(
+                f"resumable: true needs checkpoint > 0 (how often the job saves its "
+                f"progress, e.g. checkpoint: 30m); checkpoint is {got}"
+            )
         return self
 
     @property
@@ -139,8 +150,10 @@ class ShareException(_Strict):
     @classmethod
     def _expiry(cls, v: Any) -> Any:
         if v is None or v == "":
-            raise ValueError("every exception must expire: add expires: with a date (2026-12-15), "
-                             "a datetime, or a duration from the epoch (14d)")
+            raise ValueError(
+                "every exception must expire: add expires: with a date (2026-12-15), "
+                "a datetime, or a duration from the epoch (14d)"
+            )
         if isinstance(v, dt.date | dt.datetime) or is_duration_text(v):
             return v
         if isinstance(v, int | float) and not isinstance(v, bool):
@@ -215,8 +228,10 @@ class Policy(_Strict):
         paths = TreeIndex.build(self.tree).paths
         for i, ex in enumerate(self.exceptions):
             if ex.group not in paths:
-                raise AtPath(("exceptions", i, "group"),
-                             f"no group {ex.group!r} in the tree (a group is its path, e.g. {paths[-1]!r})")
+                raise AtPath(
+                    ("exceptions", i, "group"),
+                    f"no group {ex.group!r} in the tree (a group is its path, e.g. {paths[-1]!r})",
+                )
         return self
 
 
@@ -309,7 +324,8 @@ def resolve_exceptions(
             raise InputError(where, f"exceptions[{i}].expires", str(exc)) from None
         if strict and t <= 0:
             raise InputError(
-                where, f"exceptions[{i}].expires",
+                where,
+                f"exceptions[{i}].expires",
                 f"the exception for {ex.group} expires at or before the epoch (expires "
                 f"{_when(ex.expires, epoch, t)}, the cluster's epoch is {format_epoch(epoch)}): "
                 "an expired exception cannot take part in a replay; remove it or extend it",
@@ -336,7 +352,8 @@ def check_rates(policy: Policy, gpu_types: list[str], where: str) -> None:
     for ty in gpu_types:
         if ty not in policy.gpu_rates:
             raise InputError(
-                where, "gpu_rates",
+                where,
+                "gpu_rates",
                 f"the cluster has GPU type {ty!r} but the policy has no rate for it "
                 f"(known: {', '.join(sorted(policy.gpu_rates)) or 'none'})",
             )

@@ -29,25 +29,56 @@ from fairshare.table import NA, Row, class_names, metric_rows
 
 POLICY_DESCRIPTIONS = {
     "fairshare": "rolling-window debt ordering with execution contracts: the group furthest below its share "
-                 "over the window goes first; running jobs keep a protected window and checkpoints bound "
-                 "the work lost when they are preempted.",
+    "over the window goes first; running jobs keep a protected window and checkpoints bound "
+    "the work lost when they are preempted.",
     "fifo": "first come, first served; a later job that fits may start when earlier ones cannot "
-            "(no reservation, no preemption).",
+    "(no reservation, no preemption).",
     "priority-labels": "high > medium > low labels, first come first served within a label; a higher label "
-                       "may preempt a lower one once its protected window has passed.",
+    "may preempt a lower one once its protected window has passed.",
     "slurm-multifactor": "Slurm-style multifactor priority: half-life decayed fair-share plus job age.",
 }
-_POLICY_COLORS = {"fairshare": "#1f77b4", "fifo": "#7f7f7f", "priority-labels": "#ff7f0e",
-                  "slurm-multifactor": "#9467bd"}
+_POLICY_COLORS = {
+    "fairshare": "#1f77b4",
+    "fifo": "#7f7f7f",
+    "priority-labels": "#ff7f0e",
+    "slurm-multifactor": "#9467bd",
+}
 _SPARE_COLORS = ("#2ca02c", "#d62728", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
-_GROUP_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                 "#7f7f7f", "#bcbd22", "#17becf")
-_RC: dict[Any, Any] = {"svg.hashsalt": "fairshare-report", "svg.fonttype": "none", "font.size": 10.0,
-       "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
-       "legend.frameon": False}
+_GROUP_COLORS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+_RC: dict[Any, Any] = {
+    "svg.hashsalt": "fairshare-report",
+    "svg.fonttype": "none",
+    "font.size": 10.0,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "legend.frameon": False,
+}
 _WAIT_FLOOR_S = 10.0
-_WAIT_TICKS = ((10, "10s"), (60, "1m"), (300, "5m"), (900, "15m"), (3600, "1h"), (4 * 3600, "4h"),
-               (86400, "1d"), (4 * 86400, "4d"), (14 * 86400, "2w"), (60 * 86400, "60d"))
+_WAIT_TICKS = (
+    (10, "10s"),
+    (60, "1m"),
+    (300, "5m"),
+    (900, "15m"),
+    (3600, "1h"),
+    (4 * 3600, "4h"),
+    (86400, "1d"),
+    (4 * 86400, "4d"),
+    (14 * 86400, "2w"),
+    (60 * 86400, "60d"),
+)
 _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#222;margin:0;background:#fafafa}
 main{max-width:1100px;margin:auto;padding:1em 1.5em 3em}
@@ -64,8 +95,9 @@ figcaption{color:#555;font-size:13px} .muted{color:#666}
 """.strip()
 
 
-def write_report(path: pathlib.Path, comparisons: Sequence[Comparison],
-                 title: str = "fairshare policy comparison") -> None:
+def write_report(
+    path: pathlib.Path, comparisons: Sequence[Comparison], title: str = "fairshare policy comparison"
+) -> None:
     """Write one self-contained HTML report with a section per comparison (scenario)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,17 +107,28 @@ def write_report(path: pathlib.Path, comparisons: Sequence[Comparison],
 def render_report(comparisons: Sequence[Comparison], title: str = "fairshare policy comparison") -> str:
     """The report as an HTML string (what `write_report` writes)."""
     esc = html.escape
-    ids = [f"s{i + 1}-{re.sub(r'[^A-Za-z0-9_-]+', '-', c.scenario).strip('-')}"
-           for i, c in enumerate(comparisons)]
-    parts = ['<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{esc(title)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n<main>",
-             f"<h1>{esc(title)}</h1>", _intro(comparisons)]
+    ids = [
+        f"s{i + 1}-{re.sub(r'[^A-Za-z0-9_-]+', '-', c.scenario).strip('-')}"
+        for i, c in enumerate(comparisons)
+    ]
+    parts = [
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(title)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n<main>",
+        f"<h1>{esc(title)}</h1>",
+        _intro(comparisons),
+    ]
     if comparisons:
-        parts.append("<h2>Scenarios</h2>\n<ul>" + "".join(
-            f'<li><a href="#{sid}">{esc(c.scenario)}</a>'
-            + (f' <span class="muted">— {esc(c.description)}</span>' if c.description else "")
-            + "</li>" for sid, c in zip(ids, comparisons, strict=True)) + "</ul>")
+        parts.append(
+            "<h2>Scenarios</h2>\n<ul>"
+            + "".join(
+                f'<li><a href="#{sid}">{esc(c.scenario)}</a>'
+                + (f' <span class="muted">— {esc(c.description)}</span>' if c.description else "")
+                + "</li>"
+                for sid, c in zip(ids, comparisons, strict=True)
+            )
+            + "</ul>"
+        )
     else:
         parts.append('<p class="muted">No scenarios were compared.</p>')
     parts += [_section(c, sid) for c, sid in zip(comparisons, ids, strict=True)]
@@ -99,17 +142,21 @@ def _policies(comparisons: Sequence[Comparison]) -> list[str]:
 
 def _intro(comparisons: Sequence[Comparison]) -> str:
     unknown = "a policy without a built-in description."
-    items = "".join(f"<dt>{html.escape(p)}</dt><dd>{html.escape(POLICY_DESCRIPTIONS.get(p, unknown))}</dd>"
-                    for p in _policies(comparisons))
-    return ("<p>Each scenario replays the <em>same job arrivals</em> on the same cluster under each "
-            "scheduling policy, so differences come from the policy alone. The policies compared:</p>"
-            f"<dl>{items}</dl><p>How to read it: <b>waits</b> are the time from submission to the first "
-            "start (p50 = typical job, p90 = the slowest tenth); <b>share delivery</b> is the GPU time a "
-            "group received divided by what its share entitled it to while it had demand (100% = exactly "
-            "its share); <b>lost work</b> is compute thrown away by preemptions; <b>gates</b> are the "
-            "rollout limits, "
-            '<span style="color:#0d652d">green = pass</span>, <span style="color:#a50e0e">red = fail</span>. '
-            f"{NA} means no value (for example, nothing was owed).</p>")
+    items = "".join(
+        f"<dt>{html.escape(p)}</dt><dd>{html.escape(POLICY_DESCRIPTIONS.get(p, unknown))}</dd>"
+        for p in _policies(comparisons)
+    )
+    return (
+        "<p>Each scenario replays the <em>same job arrivals</em> on the same cluster under each "
+        "scheduling policy, so differences come from the policy alone. The policies compared:</p>"
+        f"<dl>{items}</dl><p>How to read it: <b>waits</b> are the time from submission to the first "
+        "start (p50 = typical job, p90 = the slowest tenth); <b>share delivery</b> is the GPU time a "
+        "group received divided by what its share entitled it to while it had demand (100% = exactly "
+        "its share); <b>lost work</b> is compute thrown away by preemptions; <b>gates</b> are the "
+        "rollout limits, "
+        '<span style="color:#0d652d">green = pass</span>, <span style="color:#a50e0e">red = fail</span>. '
+        f"{NA} means no value (for example, nothing was owed).</p>"
+    )
 
 
 def _section(c: Comparison, sid: str) -> str:
@@ -124,13 +171,21 @@ def _section(c: Comparison, sid: str) -> str:
         return "\n".join(out)
     rows = metric_rows(c.results)
     out += [_verdict(c, rows), _table(rows, [r.policy for r in c.results])]
-    charts = ((_wait_cdf, "Wait to first start by class: the share of jobs (y) that had started within a "
-               f"given wait (x, log scale; waits under {_WAIT_FLOOR_S:g}s drawn at {_WAIT_FLOOR_S:g}s). "
-               "Further left and higher is better."),
-              (_delivery, "Delivered (solid) vs owed (dashed) GPU-equivalents per top-level group over "
-               "time, one panel per policy. Solid below dashed = the group got less than its share."),
-              (_occupancy, "Occupancy: share of available GPUs allocated over time."),
-              (_lost_work, "GPU-hours of work lost to preemption per top-level group."))
+    charts = (
+        (
+            _wait_cdf,
+            "Wait to first start by class: the share of jobs (y) that had started within a "
+            f"given wait (x, log scale; waits under {_WAIT_FLOOR_S:g}s drawn at {_WAIT_FLOOR_S:g}s). "
+            "Further left and higher is better.",
+        ),
+        (
+            _delivery,
+            "Delivered (solid) vs owed (dashed) GPU-equivalents per top-level group over "
+            "time, one panel per policy. Solid below dashed = the group got less than its share.",
+        ),
+        (_occupancy, "Occupancy: share of available GPUs allocated over time."),
+        (_lost_work, "GPU-hours of work lost to preemption per top-level group."),
+    )
     for k, (chart, caption) in enumerate(charts):
         fig = chart(c.results)
         try:
@@ -151,15 +206,19 @@ def _verdict(c: Comparison, rows: Sequence[Row]) -> str:
         failed = [g.label for g in gates if g.verdicts[i] is False]
         passed = sum(g.verdicts[i] is True for g in gates)
         text = f"fails {', '.join(failed)}" if failed else "passes"
-        parts.append(f"<b>{html.escape(res.policy)}</b> {html.escape(text)} "
-                     f"({passed}/{len(gates)} gates pass)")
+        parts.append(
+            f"<b>{html.escape(res.policy)}</b> {html.escape(text)} ({passed}/{len(gates)} gates pass)"
+        )
     return "<p>Gates: " + "; ".join(parts) + ".</p>"
 
 
 def _table(rows: Sequence[Row], policies: Sequence[str]) -> str:
     esc = html.escape
-    out = ["<table>", "<thead><tr><th>metric</th>"
-           + "".join(f"<th>{esc(p)}</th>" for p in policies) + "</tr></thead>", "<tbody>"]
+    out = [
+        "<table>",
+        "<thead><tr><th>metric</th>" + "".join(f"<th>{esc(p)}</th>" for p in policies) + "</tr></thead>",
+        "<tbody>",
+    ]
     for r in rows:
         if r.heading:
             out.append(f'<tr class="h"><th colspan="{len(policies) + 1}">{esc(r.label)}</th></tr>')
@@ -191,11 +250,14 @@ def _svg(fig: Figure, prefix: str) -> str:
     with _style():
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, flags=re.S)
     ids = set(re.findall(r'\bid="([^"]+)"', text))
-    return re.sub(r'(\bid="|url\(#|href="#)([^")]+)',
-                  lambda m: m.group(1) + (prefix + m.group(2) if m.group(2) in ids else m.group(2)), text)
+    return re.sub(
+        r'(\bid="|url\(#|href="#)([^")]+)',
+        lambda m: m.group(1) + (prefix + m.group(2) if m.group(2) in ids else m.group(2)),
+        text,
+    )
 
 
 def _colors(results: Sequence[ReplayResult]) -> list[str]:
@@ -210,10 +272,11 @@ def _empty(ax: Axes, message: str) -> None:
 def _grid(n: int, ncols: int, height: float) -> tuple[Figure, list[Axes]]:
     cols, rows = max(1, min(n, ncols)), max(1, math.ceil(n / ncols))
     with _style():
-        fig, axes = plt.subplots(rows, cols, figsize=(10.0, height * rows), layout="constrained",
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            rows, cols, figsize=(10.0, height * rows), layout="constrained", squeeze=False
+        )
     flat: list[Axes] = [ax for line in axes for ax in line]
-    for ax in flat[max(n, 1):]:
+    for ax in flat[max(n, 1) :]:
         ax.set_visible(False)
     return fig, flat
 
@@ -244,8 +307,9 @@ def _wait_cdf(results: Sequence[ReplayResult]) -> Figure:
             if not drawn:
                 _empty(ax, "no jobs")
         axes[0].set_ylabel("fraction of jobs started")
-        fig.legend(handles=_policy_handles(results, colors), loc="outside lower center",
-                   ncols=min(len(results), 6))
+        fig.legend(
+            handles=_policy_handles(results, colors), loc="outside lower center", ncols=min(len(results), 6)
+        )
     return fig
 
 
@@ -264,8 +328,9 @@ def _top_groups(names: Sequence[str]) -> list[str]:
 
 def _delivery(results: Sequence[ReplayResult]) -> Figure:
     scale, xlabel = _time_axis(results)
-    groups = _top_groups(list(dict.fromkeys(
-        g for r in results for g in (*r.series.owed, *r.series.delivered))))
+    groups = _top_groups(
+        list(dict.fromkeys(g for r in results for g in (*r.series.owed, *r.series.delivered)))
+    )
     color = {g: _GROUP_COLORS[i % len(_GROUP_COLORS)] for i, g in enumerate(groups)}
     fig, axes = _grid(len(results), 2, 3.4)
     with _style():
@@ -285,8 +350,10 @@ def _delivery(results: Sequence[ReplayResult]) -> Figure:
             if not drawn:
                 _empty(ax, "no samples")
         handles = [Line2D([], [], color=color[g], label=g) for g in groups]
-        handles += [Line2D([], [], color="#444", linestyle="-", label="delivered"),
-                    Line2D([], [], color="#444", linestyle="--", label="owed")]
+        handles += [
+            Line2D([], [], color="#444", linestyle="-", label="delivered"),
+            Line2D([], [], color="#444", linestyle="--", label="owed"),
+        ]
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 7))
     return fig
 
@@ -300,15 +367,23 @@ def _occupancy(results: Sequence[ReplayResult]) -> Figure:
         for r, c in zip(results, colors, strict=True):
             n = min(len(r.series.t), len(r.series.occupancy))
             if n:
-                ax.plot([t / scale for t in r.series.t[:n]], [100 * v for v in r.series.occupancy[:n]],
-                        color=c, linewidth=1.4, label=r.policy)
+                ax.plot(
+                    [t / scale for t in r.series.t[:n]],
+                    [100 * v for v in r.series.occupancy[:n]],
+                    color=c,
+                    linewidth=1.4,
+                    label=r.policy,
+                )
                 drawn = True
         ax.set_ylim(0, 102)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("occupancy %")
         if drawn:
-            fig.legend(handles=_policy_handles(results, colors), loc="outside lower center",
-                       ncols=min(len(results), 6))
+            fig.legend(
+                handles=_policy_handles(results, colors),
+                loc="outside lower center",
+                ncols=min(len(results), 6),
+            )
         else:
             _empty(ax, "no samples")
     return fig

@@ -20,9 +20,12 @@ class Series:
     delivered: dict[str, tuple[float, ...]]
 
     def as_json(self) -> dict[str, Any]:
-        return {"t": list(self.t), "occupancy": list(self.occupancy),
-                "owed": {k: list(v) for k, v in self.owed.items()},
-                "delivered": {k: list(v) for k, v in self.delivered.items()}}
+        return {
+            "t": list(self.t),
+            "occupancy": list(self.occupancy),
+            "owed": {k: list(v) for k, v in self.owed.items()},
+            "delivered": {k: list(v) for k, v in self.delivered.items()},
+        }
 
 
 @dataclass(frozen=True)

@@ -32,22 +32,35 @@ class Inputs:
     jobs: list[Job]
 
 
-def inputs_from_files(policy_path: Path, cluster_path: Path, workload_path: Path, name: str = "workload") -> Inputs:
+def inputs_from_files(
+    policy_path: Path, cluster_path: Path, workload_path: Path, name: str = "workload"
+) -> Inputs:
     raw = load_yaml(policy_path)
     policy = validate(Policy, raw, str(policy_path))
     tree = TreeIndex.build(policy.tree)
-    cluster = build_cluster(validate(ClusterSpec, load_yaml(cluster_path), str(cluster_path)),
-                            str(cluster_path), policy)
+    cluster = build_cluster(
+        validate(ClusterSpec, load_yaml(cluster_path), str(cluster_path)), str(cluster_path), policy
+    )
     jobs = load_workload(workload_path, policy, tree, cluster)
-    return Inputs(name, f"{workload_path.name} on {cluster_path.name}", policy,
-                  policy_path.read_text(encoding="utf-8"), str(policy_path), tree, cluster, jobs)
+    return Inputs(
+        name,
+        f"{workload_path.name} on {cluster_path.name}",
+        policy,
+        policy_path.read_text(encoding="utf-8"),
+        str(policy_path),
+        tree,
+        cluster,
+        jobs,
+    )
 
 
 def inputs_from_scenario(data: ScenarioData) -> Inputs:
     where = f"scenario {data.name}"
     policy = validate(Policy, data.policy, f"{where}: policy")
     tree = TreeIndex.build(policy.tree)
-    cluster = build_cluster(validate(ClusterSpec, data.cluster, f"{where}: cluster"), f"{where}: cluster", policy)
+    cluster = build_cluster(
+        validate(ClusterSpec, data.cluster, f"{where}: cluster"), f"{where}: cluster", policy
+    )
     jobs = jobs_from_dicts(data.jobs, policy, tree, cluster, where=f"{where}: workload")
     text = yaml.safe_dump(data.policy, sort_keys=False)
     return Inputs(data.name, data.description, policy, text, f"{where}: policy", tree, cluster, jobs)
@@ -55,22 +68,33 @@ def inputs_from_scenario(data: ScenarioData) -> Inputs:
 
 def check_policies(names: Sequence[str]) -> list[str]:
     out = []
-    for n in names:
-        n = n.strip()
+    for raw in names:
+        n = raw.strip()
         if n not in STRATEGIES:
             raise InputError("--policies", n, f"unknown policy (known: {', '.join(STRATEGIES)})")
         out.append(n)
     return out
 
 
-def run_policy(inputs: Inputs, policy_name: str, progress: Callable[[int], None] | None = None) -> ReplayOutput:
-    sim = Simulator(inputs.policy, inputs.tree, inputs.cluster, inputs.jobs, policy_name, scenario=inputs.name,
-                    where=inputs.policy_where, progress=progress)
+def run_policy(
+    inputs: Inputs, policy_name: str, progress: Callable[[int], None] | None = None
+) -> ReplayOutput:
+    sim = Simulator(
+        inputs.policy,
+        inputs.tree,
+        inputs.cluster,
+        inputs.jobs,
+        policy_name,
+        scenario=inputs.name,
+        where=inputs.policy_where,
+        progress=progress,
+    )
     return sim.run()
 
 
-def compare(inputs: Inputs, policies: Sequence[str], out: Path | None,
-            progress: Callable[[int], None] | None = None) -> Comparison:
+def compare(
+    inputs: Inputs, policies: Sequence[str], out: Path | None, progress: Callable[[int], None] | None = None
+) -> Comparison:
     results = []
     for name in policies:
         output = run_policy(inputs, name, progress)
@@ -79,6 +103,15 @@ def compare(inputs: Inputs, policies: Sequence[str], out: Path | None,
             folder = out / name
             write_replay(folder, inputs.cluster, inputs.policy_text, output)
         r = output.result
-        results.append(type(r)(r.policy, r.scenario, r.metrics, r.series, r.waits, r.lost_gpu_h,
-                               str(folder) if folder else None))
+        results.append(
+            type(r)(
+                r.policy,
+                r.scenario,
+                r.metrics,
+                r.series,
+                r.waits,
+                r.lost_gpu_h,
+                str(folder) if folder else None,
+            )
+        )
     return Comparison(inputs.name, inputs.description, tuple(results))

@@ -101,10 +101,17 @@ class _Pass:
         if self.strategy.watchdog:
             for jid in s.hung:
                 r = s.running[jid]
-                if r.stall_at is not None and jid not in self.gone \
-                        and s.now - r.stall_at >= r.job.max_stall - 1e-6:
-                    self.preempt(r, "no_progress", None, {
-                        "no_progress_since": r.stall_at, "max_stall_s": r.job.max_stall})
+                if (
+                    r.stall_at is not None
+                    and jid not in self.gone
+                    and s.now - r.stall_at >= r.job.max_stall - 1e-6
+                ):
+                    self.preempt(
+                        r,
+                        "no_progress",
+                        None,
+                        {"no_progress_since": r.stall_at, "max_stall_s": r.job.max_stall},
+                    )
 
     # ------------------------------------------------------------------ victims
     def _sides(self, a: int, b: int) -> tuple[int, int]:
@@ -118,7 +125,9 @@ class _Pass:
 
     def _prio(self, node: int) -> float:
         s = self.s
-        return priority(s.debt[node], s.owed[node], self.used[node], s.entitlement[node], self.sched.lookahead)
+        return priority(
+            s.debt[node], s.owed[node], self.used[node], s.entitlement[node], self.sched.lookahead
+        )
 
     def _candidates(self, job: Job, rule: str) -> list[tuple[float, str, RunView]]:
         """Runs the rule allows `job` to preempt, least lost work first."""
@@ -131,10 +140,12 @@ class _Pass:
                 if leaf == job.leaf:
                     continue
                 mine, theirs = self._sides(job.leaf, leaf)
-                if not self._prio(theirs) < self._prio(mine) or \
-                        self.used[theirs] <= s.owed[theirs] + EPS or \
-                        service_ratio(self.used[theirs], s.owed[theirs]) < \
-                        service_ratio(self.used[mine] + job.charge, s.owed[mine]):
+                if (
+                    not self._prio(theirs) < self._prio(mine)
+                    or self.used[theirs] <= s.owed[theirs] + EPS
+                    or service_ratio(self.used[theirs], s.owed[theirs])
+                    < service_ratio(self.used[mine] + job.charge, s.owed[mine])
+                ):
                     continue  # even a victim of zero charge could not satisfy may_take_from
             for r in runs.values():
                 if r.job.id in self.gone or s.now < r.protected_until - EPS:
@@ -154,8 +165,16 @@ class _Pass:
         """The fair-share exchange condition, with what this selection already took from each side."""
         mine, theirs = self._sides(job.leaf, r.job.leaf)
         extra = taken.get(theirs, 0.0)
-        if not may_take_from(self._prio(mine), self._prio(theirs), self.used[mine], self.s.owed[mine],
-                             job.charge, self.used[theirs] - extra, self.s.owed[theirs], r.charge):
+        if not may_take_from(
+            self._prio(mine),
+            self._prio(theirs),
+            self.used[mine],
+            self.s.owed[mine],
+            job.charge,
+            self.used[theirs] - extra,
+            self.s.owed[theirs],
+            r.charge,
+        ):
             return False
         taken[theirs] = extra + r.charge
         return True
@@ -214,8 +233,13 @@ class _Pass:
                 best = (total, ty, sorted(victims.values(), key=lambda r: r.job.id))
         if best is None or not best[2]:
             return None
-        victims_list = sorted(best[2], key=lambda r: (lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.kept,
-                                                                  r.stall_done, r.job.gpus), r.job.id))
+        victims_list = sorted(
+            best[2],
+            key=lambda r: (
+                lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.kept, r.stall_done, r.job.gpus),
+                r.job.id,
+            ),
+        )
         if rule == "over_served":
             taken: dict[int, float] = {}
             if not all(self._allowed_victim(job, r, taken) for r in victims_list):
@@ -239,13 +263,21 @@ class _Pass:
             return False
         victims, _, considered = found
         for r in victims:
-            ev: dict[str, Any] = {"candidates_considered": considered, "victim_group": r.job.group,
-                                  "preemptor_group": job.group}
+            ev: dict[str, Any] = {
+                "candidates_considered": considered,
+                "victim_group": r.job.group,
+                "preemptor_group": job.group,
+            }
             if rule == "over_served":
                 mine, theirs = self._sides(job.leaf, r.job.leaf)
-                ev.update(preemptor_side=self.s.tree.paths[mine], preemptor_priority=num(self._prio(mine)),
-                          victim_side=self.s.tree.paths[theirs], victim_priority=num(self._prio(theirs)),
-                          victim_side_used=self.used[theirs], victim_side_owed=self.s.owed[theirs])
+                ev.update(
+                    preemptor_side=self.s.tree.paths[mine],
+                    preemptor_priority=num(self._prio(mine)),
+                    victim_side=self.s.tree.paths[theirs],
+                    victim_priority=num(self._prio(theirs)),
+                    victim_side_used=self.used[theirs],
+                    victim_side_owed=self.s.owed[theirs],
+                )
             self.preempt(r, reason, job.id, ev)
         alloc = place(self.view, job.id, self.shape_of(job))
         assert alloc is not None, "victim selection guaranteed a placement"
@@ -347,8 +379,11 @@ class _Pass:
             tried = self.tried == jid
             ev = dict(ev)
             why = self._hold_reason(job, shape, tried)
-            if self.reservation is None and self.strategy.gang_reservation and \
-                    self.wait(job) >= self.sched.gang_reserve_after - EPS:
+            if (
+                self.reservation is None
+                and self.strategy.gang_reservation
+                and self.wait(job) >= self.sched.gang_reserve_after - EPS
+            ):
                 self.reserve(job, shape, ev)
             self.holds.append(Hold(jid, why, ev))
             self.failed.append(shape)
@@ -360,8 +395,15 @@ class _Pass:
         ev: dict[str, Any] = {"phase": "ordered", "order": self.strategy.name, "waited_s": self.wait(job)}
         path = getattr(order, "chosen_path", None)
         if path:
-            ev["walk"] = [{"group": g, "priority": num(p), "runner_up": r,
-                           "runner_up_priority": None if rp is None else num(rp)} for g, p, r, rp in path]
+            ev["walk"] = [
+                {
+                    "group": g,
+                    "priority": num(p),
+                    "runner_up": r,
+                    "runner_up_priority": None if rp is None else num(rp),
+                }
+                for g, p, r, rp in path
+            ]
         return ev
 
     def _hold_reason(self, job: Job, shape: Shape, tried_preempting: bool) -> HoldReason:

@@ -82,16 +82,27 @@ class _Fleet:
 class Simulator:
     """One replay of one policy over one workload. Each instance owns all of its state."""
 
-    def __init__(self, policy: Policy, tree: TreeIndex, cluster: Cluster, jobs: Sequence[Job],
-                 strategy: Strategy | str, scenario: str = "workload", where: str = "policy",
-                 progress: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        tree: TreeIndex,
+        cluster: Cluster,
+        jobs: Sequence[Job],
+        strategy: Strategy | str,
+        scenario: str = "workload",
+        where: str = "policy",
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         self.policy, self.tree, self.cluster, self.jobs = policy, tree, cluster, list(jobs)
-        self.strategy = get_strategy(strategy, policy.scheduling.preemption) if isinstance(strategy, str) else strategy
+        self.strategy = (
+            get_strategy(strategy, policy.scheduling.preemption) if isinstance(strategy, str) else strategy
+        )
         self.scenario = scenario
         self.progress = progress
         self.rates = dict(policy.gpu_rates)
         self.exceptions: tuple[ResolvedException, ...] = resolve_exceptions(
-            policy, tree, cluster.epoch, where, strict=True)
+            policy, tree, cluster.epoch, where, strict=True
+        )
         index = FreeIndex(cluster.nodes)
         self.fleet = _Fleet(index, [self.rates.get(n.gpu_type, 1.0) for n in cluster.nodes])
         self.heap: list[tuple[float, int, int, str, Any]] = []
@@ -148,8 +159,14 @@ class Simulator:
         self.owed_vec = np.asarray(owed)
         self.used_vec = np.asarray(used)
         self.ledger.set_rates(self.owed_vec, self.used_vec)
-        return IntervalState(self.owed_vec, self.used_vec, self.fleet.capacity, self.fleet.allocated,
-                             self.fleet.idle_available, self._fragmented())
+        return IntervalState(
+            self.owed_vec,
+            self.used_vec,
+            self.fleet.capacity,
+            self.fleet.allocated,
+            self.fleet.idle_available,
+            self._fragmented(),
+        )
 
     def _fragmented(self) -> float:
         """Idle GPUs of types that some pending job could use but not be placed on (FORMATS.md)."""
@@ -168,7 +185,7 @@ class Simulator:
             free.append(sum(x * c for x, c in enumerate(counts)))
         blocked: set[int] = set()
         all_types = range(len(index.types))
-        for (types, gpus, k) in self.pending_shapes:
+        for types, gpus, k in self.pending_shapes:
             ids = all_types if types is None else [index.type_id[t] for t in types]
             ok = [ty for ty in ids if at_least[ty][0] > 0]
             if gpus > sum(free[ty] for ty in ok):
@@ -214,7 +231,9 @@ class Simulator:
         self.pending.remove(job)
         self.leaf_pending_n[job.leaf] -= 1
         # reset to an exact zero when empty, so float residue never reads as demand
-        self.leaf_pending[job.leaf] = self.leaf_pending[job.leaf] - job.charge if self.leaf_pending_n[job.leaf] else 0.0
+        self.leaf_pending[job.leaf] = (
+            self.leaf_pending[job.leaf] - job.charge if self.leaf_pending_n[job.leaf] else 0.0
+        )
         key = (job.gpu_types, job.gpus, job.nodes)
         self.pending_shapes[key] -= 1
         if not self.pending_shapes[key]:
@@ -230,8 +249,9 @@ class Simulator:
         for i, g in alloc:
             self.fleet.change_free(i, -g)
         plan = plan_run(job, t, st.kept, st.starts > 0, st.stall_done)
-        view = RunView(job, t, alloc, charge, plan.overhead, st.kept, st.stall_done, plan.protected_until,
-                       plan.stall_at)
+        view = RunView(
+            job, t, alloc, charge, plan.overhead, st.kept, st.stall_done, plan.protected_until, plan.stall_at
+        )
         st.starts += 1
         self.running[job.id] = view
         self.by_leaf.setdefault(job.leaf, {})[job.id] = view
@@ -246,8 +266,15 @@ class Simulator:
         if self.strategy.victims != "none" and job.protected > 0:
             self.push(plan.protected_until, WAKE, "wake", None)
         self.metrics.job_started(job.id, t)
-        self.emit({"t": t, "type": "start", "job": job.id,
-                   "alloc": {self.cluster.nodes[i].name: g for i, g in alloc}, "charge": charge})
+        self.emit(
+            {
+                "t": t,
+                "type": "start",
+                "job": job.id,
+                "alloc": {self.cluster.nodes[i].name: g for i, g in alloc},
+                "charge": charge,
+            }
+        )
         self.dirty = True
 
     def _stop(self, job_id: str) -> RunView:
@@ -258,8 +285,9 @@ class Simulator:
         self.hung.pop(job_id, None)
         for i, g in view.alloc:
             self.fleet.change_free(i, g)
-        self.leaf_used[view.job.leaf] = self.leaf_used[view.job.leaf] - view.charge \
-            if view.job.leaf in self.by_leaf else 0.0
+        self.leaf_used[view.job.leaf] = (
+            self.leaf_used[view.job.leaf] - view.charge if view.job.leaf in self.by_leaf else 0.0
+        )
         self.run_token[job_id] = self.run_token.get(job_id, 0) + 1
         self.dirty = True
         return view
@@ -281,14 +309,18 @@ class Simulator:
         st.preempted_by = by
         st.pending_since = self.t
         self.metrics.job_preempted(job_id, self.t, lost)
-        self.emit({"t": self.t, "type": "preempt", "job": job_id, "reason": reason, "by": by, "lost_gpu_s": lost})
+        self.emit(
+            {"t": self.t, "type": "preempt", "job": job_id, "reason": reason, "by": by, "lost_gpu_s": lost}
+        )
         self._to_pending(job)
         self.push(self.t + self.policy.scheduling.requeue_delay, WAKE, "wake", None)
 
     def _drain(self, nodes: tuple[int, ...], deadline: float) -> None:
         for i in nodes:
             self.fleet.drain(i, deadline)
-            self.emit({"t": self.t, "type": "drain", "node": self.cluster.nodes[i].name, "deadline": deadline})
+            self.emit(
+                {"t": self.t, "type": "drain", "node": self.cluster.nodes[i].name, "deadline": deadline}
+            )
         self.dirty = True
 
     def _undrain(self, nodes: tuple[int, ...]) -> None:
@@ -326,10 +358,22 @@ class Simulator:
         if self.dirty:
             self.advance(self.t)
         snap = Snapshot(
-            now=self.t, policy=self.policy, tree=self.tree, rates=self.rates, index=self.fleet.index,
-            drain_due=due, running=self.running, running_by_leaf=self.by_leaf, pending=self.pending,
-            states=self.states, debt=self.ledger.debt().tolist(), owed=self.owed_vec.tolist(),
-            used=self.used_vec.tolist(), entitlement=self.ledger.owed_sum.tolist(), fraction=self.fraction, hung=tuple(self.hung),
+            now=self.t,
+            policy=self.policy,
+            tree=self.tree,
+            rates=self.rates,
+            index=self.fleet.index,
+            drain_due=due,
+            running=self.running,
+            running_by_leaf=self.by_leaf,
+            pending=self.pending,
+            states=self.states,
+            debt=self.ledger.debt().tolist(),
+            owed=self.owed_vec.tolist(),
+            used=self.used_vec.tolist(),
+            entitlement=self.ledger.owed_sum.tolist(),
+            fraction=self.fraction,
+            hung=tuple(self.hung),
             deadline_queue=self.deadline_q,
         )
         d = decide(snap, self.strategy)
@@ -338,13 +382,16 @@ class Simulator:
     def _apply(self, d: Decisions) -> None:
         for p in d.preempts:
             self._preempt(p.job, p.reason, p.by, p.lost_gpu_s)
-            self._audit("preempt", p.job, {"reason": p.reason, "by": p.by, "lost_gpu_s": p.lost_gpu_s,
-                                           **p.evidence})
+            self._audit(
+                "preempt", p.job, {"reason": p.reason, "by": p.by, "lost_gpu_s": p.lost_gpu_s, **p.evidence}
+            )
         for s in d.starts:
             job = self.pending.jobs[s.job]
             self._start(job, s.alloc, s.charge)
             self.last_hold.pop(s.job, None)
-            self._audit("start", s.job, {"nodes": [self.cluster.nodes[i].name for i, _ in s.alloc], **s.evidence})
+            self._audit(
+                "start", s.job, {"nodes": [self.cluster.nodes[i].name for i, _ in s.alloc], **s.evidence}
+            )
         if d.reservation != self.last_reservation:
             self.last_reservation = d.reservation
             if d.reservation is not None:
@@ -395,9 +442,21 @@ class Simulator:
         self.emit({"t": end, "type": "end"})
         if self.progress is not None:
             self.progress(self.finished - processed)
-        metrics = self.metrics.finalize(end, self.strategy.name, self.scenario, format_epoch(self.cluster.epoch),
-                                        self.policy.gates, self.exceptions)
+        metrics = self.metrics.finalize(
+            end,
+            self.strategy.name,
+            self.scenario,
+            format_epoch(self.cluster.epoch),
+            self.policy.gates,
+            self.exceptions,
+        )
         waits = {c: tuple(v) for c, v in self.metrics.waits(end).items()}
-        result = ReplayResult(self.strategy.name, self.scenario, metrics, self.metrics.series(), waits,
-                              {g: s / 3600 for g, s in self.metrics.lost_by_top.items()})
+        result = ReplayResult(
+            self.strategy.name,
+            self.scenario,
+            metrics,
+            self.metrics.series(),
+            waits,
+            {g: s / 3600 for g, s in self.metrics.lost_by_top.items()},
+        )
         return ReplayOutput(self.events, self.decisions, result)

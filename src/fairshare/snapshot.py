@@ -66,8 +66,11 @@ class PendingQueues:
     shape_of: dict[str, QueueKey] = field(default_factory=dict)
 
     def add(self, job: Job, index: FreeIndex) -> None:
-        key = (job.leaf, LABEL_RANK[job.label], Shape(type_ids(index, job.gpu_types) if job.gpu_types
-                                                      else None, job.per_node, job.nodes))
+        key = (
+            job.leaf,
+            LABEL_RANK[job.label],
+            Shape(type_ids(index, job.gpu_types) if job.gpu_types else None, job.per_node, job.nodes),
+        )
         q = self.queues.get(key)
         if q is None:
             q = self.queues[key] = []

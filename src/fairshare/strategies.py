@@ -61,12 +61,20 @@ def _debt(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
 
 
 STRATEGIES: dict[str, Strategy] = {
-    "fairshare": Strategy("fairshare", _debt, "over_served", watchdog=True, deadline_reservation=True,
-                          gang_reservation=True),
-    "fifo": Strategy("fifo", _fifo, "none", watchdog=True, deadline_reservation=False,
-                     gang_reservation=False),
-    "priority-labels": Strategy("priority-labels", _labels, "lower_label", watchdog=True,
-                                deadline_reservation=False, gang_reservation=False),
+    "fairshare": Strategy(
+        "fairshare", _debt, "over_served", watchdog=True, deadline_reservation=True, gang_reservation=True
+    ),
+    "fifo": Strategy(
+        "fifo", _fifo, "none", watchdog=True, deadline_reservation=False, gang_reservation=False
+    ),
+    "priority-labels": Strategy(
+        "priority-labels",
+        _labels,
+        "lower_label",
+        watchdog=True,
+        deadline_reservation=False,
+        gang_reservation=False,
+    ),
 }
 
 

@@ -169,8 +169,9 @@ def _at(fmt: Callable[[object], str], *keys: str) -> Cell:
 
 
 def _durations(cls: str, p50: str, p90: str) -> Cell:
-    return lambda m: _pair(fmt_duration(dig(m, "classes", cls, p50)),
-                           fmt_duration(dig(m, "classes", cls, p90)))
+    return lambda m: _pair(
+        fmt_duration(dig(m, "classes", cls, p50)), fmt_duration(dig(m, "classes", cls, p90))
+    )
 
 
 def _pair(a: str, b: str) -> str:
@@ -200,37 +201,45 @@ def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
         return Row(label, tuple(cell(m) for m in ms))
 
     classes = class_names(results)
-    rows = [Row("Jobs", heading=True),
-            row("submitted", _at(fmt_int, "jobs", "submitted")),
-            row("finished", _at(fmt_int, "jobs", "finished")),
-            row("never started", _at(fmt_int, "jobs", "never_started")),
-            *(row(f"{c} jobs", _at(fmt_int, "classes", c, "jobs")) for c in classes),
-            Row("Wait to start, p50 / p90", heading=True),
-            *(row(c, _durations(c, "wait_p50_s", "wait_p90_s")) for c in classes),
-            Row("Wait to first progress, p50 / p90", heading=True),
-            *(row(c, _durations(c, "first_progress_p50_s", "first_progress_p90_s")) for c in classes),
-            Row("Share delivery (delivered / owed)", heading=True),
-            *(row(g, _at(fmt_ratio_pct, "groups", g, "share_delivery")) for g in top_level_groups(results)),
-            row("overall", _at(fmt_ratio_pct, "delivery_overall")),
-            Row("Preemption", heading=True),
-            row("lost work GPU-h", _at(fmt_num, "lost_work_gpu_h")),
-            row("lost work %", _at(fmt_pct, "lost_work_pct")),
-            row("preemptions", _at(fmt_int, "preemptions")),
-            Row("Capacity", heading=True),
-            row("occupancy", _at(fmt_ratio_pct, "occupancy")),
-            row("fragmented GPU-h", _at(fmt_num, "fragmented_gpu_h")),
-            row("unallocated %", _at(fmt_pct, "unallocated_pct")),
-            Row("Deadlines and starvation", heading=True),
-            row("deadlines met", _deadlines),
-            row("longest wait", _at(fmt_duration, "starvation", "max_wait_s")),
-            row("groups below share", _below)]
+    rows = [
+        Row("Jobs", heading=True),
+        row("submitted", _at(fmt_int, "jobs", "submitted")),
+        row("finished", _at(fmt_int, "jobs", "finished")),
+        row("never started", _at(fmt_int, "jobs", "never_started")),
+        *(row(f"{c} jobs", _at(fmt_int, "classes", c, "jobs")) for c in classes),
+        Row("Wait to start, p50 / p90", heading=True),
+        *(row(c, _durations(c, "wait_p50_s", "wait_p90_s")) for c in classes),
+        Row("Wait to first progress, p50 / p90", heading=True),
+        *(row(c, _durations(c, "first_progress_p50_s", "first_progress_p90_s")) for c in classes),
+        Row("Share delivery (delivered / owed)", heading=True),
+        *(row(g, _at(fmt_ratio_pct, "groups", g, "share_delivery")) for g in top_level_groups(results)),
+        row("overall", _at(fmt_ratio_pct, "delivery_overall")),
+        Row("Preemption", heading=True),
+        row("lost work GPU-h", _at(fmt_num, "lost_work_gpu_h")),
+        row("lost work %", _at(fmt_pct, "lost_work_pct")),
+        row("preemptions", _at(fmt_int, "preemptions")),
+        Row("Capacity", heading=True),
+        row("occupancy", _at(fmt_ratio_pct, "occupancy")),
+        row("fragmented GPU-h", _at(fmt_num, "fragmented_gpu_h")),
+        row("unallocated %", _at(fmt_pct, "unallocated_pct")),
+        Row("Deadlines and starvation", heading=True),
+        row("deadlines met", _deadlines),
+        row("longest wait", _at(fmt_duration, "starvation", "max_wait_s")),
+        row("groups below share", _below),
+    ]
     names = gate_names(results)
     if names:
         rows.append(Row("Gates", heading=True))
     for name in names:
         parts = [gate_text(name, dig(m, "gates", name)) for m in ms]
-        rows.append(Row(name, tuple(f"{word} {value}" for _, word, value, _ in parts),
-                        verdicts=tuple(p[0] for p in parts), evidence=tuple(p[3] for p in parts)))
+        rows.append(
+            Row(
+                name,
+                tuple(f"{word} {value}" for _, word, value, _ in parts),
+                verdicts=tuple(p[0] for p in parts),
+                evidence=tuple(p[3] for p in parts),
+            )
+        )
     return rows
 
 
@@ -238,17 +247,22 @@ def format_rows(rows: Sequence[Row], policies: Sequence[str]) -> str:
     """Aligned columns: labels left, one right-aligned column per policy under its name."""
     body = [r for r in rows if not r.heading]
     label_w = max([len(r.label) + 2 for r in body] + [6])
-    widths = [max([len(p)] + [len(r.cells[i]) for r in body if i < len(r.cells)])
-              for i, p in enumerate(policies)]
-    lines = ["".ljust(label_w) + "".join("  " + p.rjust(w) for p, w in zip(policies, widths, strict=True)),
-             "-" * (label_w + sum(w + 2 for w in widths))]
+    widths = [
+        max([len(p)] + [len(r.cells[i]) for r in body if i < len(r.cells)]) for i, p in enumerate(policies)
+    ]
+    lines = [
+        "".ljust(label_w) + "".join("  " + p.rjust(w) for p, w in zip(policies, widths, strict=True)),
+        "-" * (label_w + sum(w + 2 for w in widths)),
+    ]
     for r in rows:
         if r.heading:
             lines.append(r.label)
             continue
         cells = list(r.cells) + [NA] * (len(policies) - len(r.cells))
-        lines.append(("  " + r.label).ljust(label_w)
-                     + "".join("  " + c.rjust(w) for c, w in zip(cells, widths, strict=False)))
+        lines.append(
+            ("  " + r.label).ljust(label_w)
+            + "".join("  " + c.rjust(w) for c, w in zip(cells, widths, strict=False))
+        )
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -260,8 +274,12 @@ def format_comparison(comparison: Comparison) -> str:
         return f"{head}\n(no results)"
     rows = metric_rows(comparison.results)
     out = [head, "", format_rows(rows, policies)]
-    fails = [f"  FAIL {policies[i]} {r.label}: {r.evidence[i] or NA}"
-             for r in rows for i, v in enumerate(r.verdicts) if v is False]
+    fails = [
+        f"  FAIL {policies[i]} {r.label}: {r.evidence[i] or NA}"
+        for r in rows
+        for i, v in enumerate(r.verdicts)
+        if v is False
+    ]
     if fails:
         out += ["", "Failed gates:", *fails]
     if comparison.notes:

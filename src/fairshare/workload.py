@@ -22,8 +22,25 @@ from .cluster import Cluster, Node
 from .errors import InputError
 from .policy import Policy, TreeIndex
 
-COLUMNS = ("job_id", "submit", "group", "user", "class", "gpus", "nodes", "gpu_type", "cpus", "mem_gb",
-           "work", "label", "deadline", "protected", "resumable", "checkpoint", "stall_after")
+COLUMNS = (
+    "job_id",
+    "submit",
+    "group",
+    "user",
+    "class",
+    "gpus",
+    "nodes",
+    "gpu_type",
+    "cpus",
+    "mem_gb",
+    "work",
+    "label",
+    "deadline",
+    "protected",
+    "resumable",
+    "checkpoint",
+    "stall_after",
+)
 REQUIRED = ("job_id", "submit", "group", "class", "gpus", "work")
 LABELS = ("high", "medium", "low")
 
@@ -71,19 +88,34 @@ class Job:
 
     def submit_event(self) -> dict[str, Any]:
         return {
-            "t": self.submit, "type": "submit", "job": self.id, "group": self.group, "class": self.cls,
-            "gpus": self.gpus, "nodes": self.nodes,
+            "t": self.submit,
+            "type": "submit",
+            "job": self.id,
+            "group": self.group,
+            "class": self.cls,
+            "gpus": self.gpus,
+            "nodes": self.nodes,
             "gpu_types": list(self.gpu_types) if self.gpu_types is not None else None,
-            "work": self.work, "protected": self.protected, "resumable": self.resumable,
-            "checkpoint": self.checkpoint if self.resumable else None, "restore": self.restore,
-            "startup": self.startup, "max_stall": self.max_stall, "deadline": self.deadline,
-            "stall_after": self.stall_after, "charge": self.charge, "cpus": self.cpus,
-            "mem_gb": self.mem_gb, "user": self.user,
+            "work": self.work,
+            "protected": self.protected,
+            "resumable": self.resumable,
+            "checkpoint": self.checkpoint if self.resumable else None,
+            "restore": self.restore,
+            "startup": self.startup,
+            "max_stall": self.max_stall,
+            "deadline": self.deadline,
+            "stall_after": self.stall_after,
+            "charge": self.charge,
+            "cpus": self.cpus,
+            "mem_gb": self.mem_gb,
+            "user": self.user,
+            "protected_capped": self.protected_capped,
         }
 
 
-def charge_on(gpus: int, cpus: float | None, mem_gb: float | None, node: Node,
-              rates: dict[str, float]) -> float:
+def charge_on(
+    gpus: int, cpus: float | None, mem_gb: float | None, node: Node, rates: dict[str, float]
+) -> float:
     """rate[type] x max(gpus, cpus / cpus_per_gpu, mem / mem_per_gpu): DRF priced as billing."""
     dominant = float(gpus)
     if cpus and node.cpus:
@@ -113,8 +145,9 @@ class _Row:
         s = str(v).strip() if not isinstance(v, bool) else ("true" if v else "false")
         return s or None
 
-    def number(self, key: str, *, required: bool = False, positive: bool = False,
-               minimum: float | None = None) -> float | None:
+    def number(
+        self, key: str, *, required: bool = False, positive: bool = False, minimum: float | None = None
+    ) -> float | None:
         v = self.values.get(key)
         if v is None or (isinstance(v, str) and not v.strip()):
             if required:
@@ -199,8 +232,9 @@ class WorkloadBuilder:
                     best = k
         return best
 
-    def _fit(self, gpus: int, nodes: int | None, types: list[str], cpus: float | None,
-             mem: float | None) -> tuple[int | None, str | None, float]:
+    def _fit(
+        self, gpus: int, nodes: int | None, types: list[str], cpus: float | None, mem: float | None
+    ) -> tuple[int | None, str | None, float]:
         """(gang size, error or None, pending charge), cached per request shape."""
         key = (gpus, nodes, tuple(types), cpus, mem)
         hit = self._fit_cache.get(key)
@@ -210,38 +244,54 @@ class WorkloadBuilder:
             nodes = self._gang_size(gpus, types)
         if nodes is None:
             out: tuple[int | None, str | None, float] = (
-                None, f"a job of {gpus} GPUs fits no pool of type {'|'.join(types)}", 0.0)
+                None,
+                f"a job of {gpus} GPUs fits no pool of type {'|'.join(types)}",
+                0.0,
+            )
         else:
             per = gpus // nodes
             charges: list[float] = []
             for ty in types:
-                fitting = [(n, c) for n, c in self.kinds_by_type[ty]
-                           if n.gpus >= per and (not cpus or not n.cpus or cpus / nodes <= n.cpus)
-                           and (not mem or not n.mem_gb or mem / nodes <= n.mem_gb)]
+                fitting = [
+                    (n, c)
+                    for n, c in self.kinds_by_type[ty]
+                    if n.gpus >= per
+                    and (not cpus or not n.cpus or cpus / nodes <= n.cpus)
+                    and (not mem or not n.mem_gb or mem / nodes <= n.mem_gb)
+                ]
                 if sum(c for _, c in fitting) >= nodes:
                     charges.extend(charge_on(gpus, cpus, mem, n, self.rates) for n, _ in fitting)
             if charges:
                 out = (nodes, None, min(charges))
             else:
-                out = (nodes, f"the job ({gpus} GPUs on {nodes} node(s), type {'|'.join(types)}) "
-                              "fits no pool", 0.0)
+                out = (
+                    nodes,
+                    f"the job ({gpus} GPUs on {nodes} node(s), type {'|'.join(types)}) fits no pool",
+                    0.0,
+                )
         self._fit_cache[key] = out
         return out
 
-    def _misfit(self, gpus: int, nodes: int | None, types: list[str], cpus: float | None,
-                mem: float | None) -> tuple[str, str]:
+    def _misfit(
+        self, gpus: int, nodes: int | None, types: list[str], cpus: float | None, mem: float | None
+    ) -> tuple[str, str]:
         """Why a job fits no pool: the column to blame and a message naming what the pools offer."""
         pools = "; ".join(
             f"{p.name}: {p.count} nodes x {p.gpus} {p.gpu_type}"
-            + (f", {p.cpus:g} CPUs" if p.cpus else "") + (f", {p.mem_gb:g} GB" if p.mem_gb else "")
-            for p in self.cluster.pools if p.gpu_type in types)
+            + (f", {p.cpus:g} CPUs" if p.cpus else "")
+            + (f", {p.mem_gb:g} GB" if p.mem_gb else "")
+            for p in self.cluster.pools
+            if p.gpu_type in types
+        )
         want = f"type {'|'.join(types)}"
         given = nodes is not None
         if nodes is None:
             nodes = self._gang_size(gpus, types)
             if nodes is None:
-                return "gpus", (f"a job of {gpus} GPUs fits no pool of {want}: a gang runs on one GPU type "
-                                f"and no pool has enough nodes to hold it ({pools})")
+                return "gpus", (
+                    f"a job of {gpus} GPUs fits no pool of {want}: a gang runs on one GPU type "
+                    f"and no pool has enough nodes to hold it ({pools})"
+                )
         per = gpus // nodes
         shape = f"{gpus} GPUs on {nodes} node(s), {per} per node, {want}"
 
@@ -250,12 +300,17 @@ class WorkloadBuilder:
 
         if not enough(lambda n: n.gpus >= per):
             return ("nodes" if given else "gpus"), (
-                f"the job ({shape}) fits no pool: no pool has {nodes} nodes with {per} GPUs each ({pools})")
+                f"the job ({shape}) fits no pool: no pool has {nodes} nodes with {per} GPUs each ({pools})"
+            )
         if cpus and not enough(lambda n: n.gpus >= per and (not n.cpus or cpus / nodes <= n.cpus)):
-            return "cpus", (f"the job ({shape}) fits no pool: it asks for {cpus:g} CPUs, {cpus / nodes:g} "
-                            f"per node, more than its nodes have ({pools})")
-        return "mem_gb", (f"the job ({shape}) fits no pool: it asks for {mem or 0:g} GB of memory, "
-                          f"{(mem or 0) / nodes:g} GB per node, more than its nodes have ({pools})")
+            return "cpus", (
+                f"the job ({shape}) fits no pool: it asks for {cpus:g} CPUs, {cpus / nodes:g} "
+                f"per node, more than its nodes have ({pools})"
+            )
+        return "mem_gb", (
+            f"the job ({shape}) fits no pool: it asks for {mem or 0:g} GB of memory, "
+            f"{(mem or 0) / nodes:g} GB per node, more than its nodes have ({pools})"
+        )
 
     def build(self, row: _Row, seq: int) -> Job:
         for key in row.values:
@@ -274,20 +329,25 @@ class WorkloadBuilder:
             raise row.fail("group", "a value is required")
         node = self.paths.get(group)
         if node is None:
-            raise row.fail("group", f"no group {group!r} in the policy tree"
-                           f"{_did_you_mean(group, self.paths)}")
+            raise row.fail(
+                "group", f"no group {group!r} in the policy tree{_did_you_mean(group, self.paths)}"
+            )
         if node not in self.leafset:
             below = ", ".join(self.tree.paths[c] for c in self.tree.children[node])
-            raise row.fail("group", f"group {group!r} is not a leaf: jobs are charged to leaves "
-                           f"(under it: {below})")
+            raise row.fail(
+                "group", f"group {group!r} is not a leaf: jobs are charged to leaves (under it: {below})"
+            )
         cls_name = row.text("class")
         if cls_name is None:
             raise row.fail("class", "a value is required")
         cls = self.policy.classes.get(cls_name)
         if cls is None:
-            raise row.fail("class", f"unknown class {cls_name!r}"
-                           f"{_did_you_mean(cls_name, self.policy.classes)} "
-                           f"(known: {', '.join(self.policy.classes)})")
+            raise row.fail(
+                "class",
+                f"unknown class {cls_name!r}"
+                f"{_did_you_mean(cls_name, self.policy.classes)} "
+                f"(known: {', '.join(self.policy.classes)})",
+            )
         gpus = row.integer("gpus", required=True)
         assert gpus is not None
         work = row.number("work", required=True, positive=True)
@@ -298,8 +358,10 @@ class WorkloadBuilder:
             types = [t.strip() for t in types_text.split("|") if t.strip()]
             for ty in types:
                 if ty not in self.known_types:
-                    raise row.fail("gpu_type", f"unknown GPU type {ty!r} (the cluster has "
-                                   f"{', '.join(sorted(self.known_types))})")
+                    raise row.fail(
+                        "gpu_type",
+                        f"unknown GPU type {ty!r} (the cluster has {', '.join(sorted(self.known_types))})",
+                    )
         else:
             types = sorted(self.known_types)
         nodes = row.integer("nodes")
@@ -330,13 +392,30 @@ class WorkloadBuilder:
             raise row.fail("resumable", "a resumable job needs a checkpoint interval > 0")
         stall_after = row.number("stall_after", minimum=0.0)
         return Job(
-            id=job_id, submit=submit, group=group, leaf=node, user=row.text("user"), cls=cls_name,
-            gpus=gpus, nodes=nodes, gpu_types=tuple(types) if types_text else None, cpus=cpus,
-            mem_gb=mem, work=work, label=label, deadline=deadline, protected=protected,
-            protected_capped=capped, resumable=resumable,
+            id=job_id,
+            submit=submit,
+            group=group,
+            leaf=node,
+            user=row.text("user"),
+            cls=cls_name,
+            gpus=gpus,
+            nodes=nodes,
+            gpu_types=tuple(types) if types_text else None,
+            cpus=cpus,
+            mem_gb=mem,
+            work=work,
+            label=label,
+            deadline=deadline,
+            protected=protected,
+            protected_capped=capped,
+            resumable=resumable,
             checkpoint=float(checkpoint) if resumable and checkpoint else 0.0,
-            restore=cls.restore, startup=cls.startup, max_stall=cls.max_stall,
-            stall_after=stall_after, charge=charge, seq=seq,
+            restore=cls.restore,
+            startup=cls.startup,
+            max_stall=cls.max_stall,
+            stall_after=stall_after,
+            charge=charge,
+            seq=seq,
         )
 
 
@@ -357,11 +436,17 @@ def _csv_rows(path: Path) -> Iterator[_Row]:
         columns: dict[str, int] = {}
         for i, key in enumerate(header, start=1):
             if key not in COLUMNS:
-                raise InputError(where, f"line 1, column {i} ({key})",
-                                 f"unknown column {key!r} (known: {', '.join(COLUMNS)})")
+                raise InputError(
+                    where,
+                    f"line 1, column {i} ({key})",
+                    f"unknown column {key!r} (known: {', '.join(COLUMNS)})",
+                )
             if key in columns:
-                raise InputError(where, f"line 1, column {i} ({key})",
-                                 f"duplicate column {key!r} (also column {columns[key]})")
+                raise InputError(
+                    where,
+                    f"line 1, column {i} ({key})",
+                    f"duplicate column {key!r} (also column {columns[key]})",
+                )
             columns[key] = i
         for key in REQUIRED:
             if key not in columns:
@@ -370,8 +455,9 @@ def _csv_rows(path: Path) -> Iterator[_Row]:
             if not cells or all(not c.strip() for c in cells):
                 continue
             if len(cells) != len(header):
-                raise InputError(where, f"line {reader.line_num}",
-                                 f"expected {len(header)} cells, got {len(cells)}")
+                raise InputError(
+                    where, f"line {reader.line_num}", f"expected {len(header)} cells, got {len(cells)}"
+                )
             yield _Row(where, reader.line_num, dict(zip(header, cells, strict=True)), columns)
 
 
@@ -398,8 +484,9 @@ def _jsonl_rows(path: Path) -> Iterator[_Row]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InputError(where, f"line {n}, column {exc.colno}",
-                                 f"not valid JSON: {exc.msg}") from None
+                raise InputError(
+                    where, f"line {n}, column {exc.colno}", f"not valid JSON: {exc.msg}"
+                ) from None
             if not isinstance(obj, dict):
                 raise InputError(where, f"line {n}", "expected a JSON object")
             row = _Row(where, n, obj, None)
@@ -428,10 +515,16 @@ def load_workload(path: Path | str, policy: Policy, tree: TreeIndex, cluster: Cl
     return jobs
 
 
-def jobs_from_dicts(records: Iterable[dict[str, Any]], policy: Policy, tree: TreeIndex, cluster: Cluster,
-                    where: str = "<generated>") -> list[Job]:
-    rows = (_Row(where, i + 1, {k: v for k, v in r.items() if v is not None}, None)
-            for i, r in enumerate(records))
+def jobs_from_dicts(
+    records: Iterable[dict[str, Any]],
+    policy: Policy,
+    tree: TreeIndex,
+    cluster: Cluster,
+    where: str = "<generated>",
+) -> list[Job]:
+    rows = (
+        _Row(where, i + 1, {k: v for k, v in r.items() if v is not None}, None) for i, r in enumerate(records)
+    )
     return build_jobs(rows, policy, tree, cluster)
 
 
