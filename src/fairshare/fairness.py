@@ -25,6 +25,7 @@ Service ratio of a side (for preemption): R = U / O. O can be 0: R = +inf when U
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 
 def priority(debt: float, owed_rate: float, used_rate: float, entitlement: float, lookahead: float) -> float:
@@ -68,3 +69,48 @@ def may_take_from(
     after_victim = service_ratio(victim_used - victim_charge, victim_owed)
     after_taker = service_ratio(taker_used + taker_charge, taker_owed)
     return after_victim >= after_taker
+
+
+def fair_tree_factors(
+    children: Sequence[Sequence[int]], top: Sequence[int], shares: Sequence[float], usage: Sequence[float]
+) -> dict[int, float]:
+    """Slurm's Fair Tree fair-share factor of every leaf (SchedMD, fair_tree.html).
+
+    At every level, each sibling's Level Fairshare is
+
+        LF = S / U,   S = shares / Σ sibling shares,   U = usage / Σ sibling usage
+
+    U can be 0 (no usage among the siblings, or none by this one): LF = +inf, which is valid and
+    sorts first. Siblings are visited depth-first in descending LF (ties keep the policy order);
+    leaves are ranked in visiting order, the first getting rank n (n = number of leaves), and
+    leaves with equal LF under the same parent share a rank. The factor is rank / n, in (0, 1].
+    """
+    leaves: list[tuple[int, float, int]] = []  # (leaf, LF, parent marker)
+
+    def visit(ids: Sequence[int], marker: int) -> None:
+        total_s = sum(shares[i] for i in ids)
+        total_u = sum(usage[i] for i in ids)
+        lf: list[tuple[float, int, int]] = []
+        for pos, i in enumerate(ids):
+            s = shares[i] / total_s if total_s > 0 else 0.0
+            u = usage[i] / total_u if total_u > 0 else 0.0
+            level = math.inf if u <= 0 else s / u
+            lf.append((-level, pos, i))
+        lf.sort()
+        for neg, _, i in lf:
+            if children[i]:
+                visit(children[i], i)
+            else:
+                leaves.append((i, -neg, marker))
+
+    visit(top, -1)
+    n = len(leaves)
+    out: dict[int, float] = {}
+    rank = n
+    for k, (leaf, level, marker) in enumerate(leaves):
+        if k > 0:
+            _, prev_level, prev_marker = leaves[k - 1]
+            if not (prev_level == level and prev_marker == marker):
+                rank = n - k
+        out[leaf] = rank / n if n else 0.0
+    return out

@@ -168,3 +168,47 @@ class Ledger:
 
     def delivered_in_window(self) -> Vec:
         return self.deliv_sum.copy()
+
+
+class DecayLedger:
+    """Slurm-style usage with exponential decay (priority/multifactor, PriorityDecayHalfLife).
+
+    Usage is recalculated every `period` (PriorityCalcPeriod, default 5 min): at each boundary
+    `usage = usage · d + (usage charged during the period)` with `d = 2^(−period / half_life)`.
+    Readers see the usage as of the last boundary, as Slurm's priorities do between recalculations.
+    A gap of k whole periods at a constant rate r is applied in closed form:
+    `usage · d^k + r · period · (1 − d^k) / (1 − d)`, so the cost does not grow with the gap.
+    """
+
+    def __init__(self, n_nodes: int, half_life: float, period: float, start: float = 0.0) -> None:
+        if half_life <= 0 or period <= 0:
+            raise ValueError("half_life and period must be > 0")
+        self.period = period
+        self.d = 0.5 ** (period / half_life)
+        self.usage: Vec = np.zeros(n_nodes)
+        self.accum: Vec = np.zeros(n_nodes)
+        self.rate: Vec = np.zeros(n_nodes)
+        self.t = start
+        self.index = int(start // period)
+
+    def set_rate(self, rate: Sequence[float] | Vec) -> None:
+        self.rate = np.asarray(rate, dtype=np.float64)
+
+    def advance(self, t: float) -> None:
+        while t > self.t:
+            edge = (self.index + 1) * self.period
+            if t < edge:
+                self.accum += self.rate * (t - self.t)
+                self.t = t
+                return
+            self.accum += self.rate * (edge - self.t)
+            self.usage = self.usage * self.d + self.accum
+            self.accum = np.zeros_like(self.accum)
+            self.t = edge
+            self.index += 1
+            k = int((t - self.t) // self.period)
+            if k > 0:
+                dk = self.d**k
+                self.usage = self.usage * dk + self.rate * self.period * (1 - dk) / (1 - self.d)
+                self.t += k * self.period
+                self.index += k

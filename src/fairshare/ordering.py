@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
-from .fairness import priority
+from .fairness import fair_tree_factors, priority
 from .snapshot import PendingQueues, QueueKey, Snapshot
 
 
@@ -38,18 +38,18 @@ class MergedOrder:
     """A global order over all queues by a sort key of the head job (fifo, priority-labels)."""
 
     def __init__(
-        self, snap: Snapshot, skip: set[str], key: Callable[[QueueKey, int], tuple[int, ...]]
+        self, snap: Snapshot, skip: set[str], key: Callable[[QueueKey, int, str], tuple[float, ...]]
     ) -> None:
         self.cursor = QueueCursor(snap.pending, skip)
         self.key = key
-        self.heap: list[tuple[tuple[int, ...], QueueKey, str]] = []
+        self.heap: list[tuple[tuple[float, ...], QueueKey, str]] = []
         for qk in snap.pending.queues:
             self._push(qk)
 
     def _push(self, qk: QueueKey) -> None:
         h = self.cursor.head(qk)
         if h is not None:
-            heapq.heappush(self.heap, (self.key(qk, h[0]), qk, h[1]))
+            heapq.heappush(self.heap, (self.key(qk, h[0], h[1]), qk, h[1]))
 
     def next(self) -> tuple[QueueKey, str] | None:
         while self.heap:
@@ -76,12 +76,12 @@ class MergedOrder:
 
 def submit_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
     """fifo: submit order (requeued jobs keep their place)."""
-    return MergedOrder(snap, skip, lambda qk, seq: (seq,))
+    return MergedOrder(snap, skip, lambda qk, seq, jid: (seq,))
 
 
 def label_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
     """priority-labels: high, medium, low; submit order within a label."""
-    return MergedOrder(snap, skip, lambda qk, seq: (qk[1], seq))
+    return MergedOrder(snap, skip, lambda qk, seq, jid: (qk[1], seq))
 
 
 class DebtOrder:
@@ -169,3 +169,22 @@ class DebtOrder:
             keys.remove(qk)
             if not keys:
                 self._kill_leaf(qk[0])
+
+
+def multifactor_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
+    """slurm-multifactor: Slurm's priority/multifactor with Fair Tree over decayed usage.
+
+        priority = weight_fairshare · FairTree(leaf) + weight_age · min(1, age / priority_max_age)
+
+    age = now − submit. Higher priority first; ties in submit order. Within one queue (one leaf,
+    one shape) the oldest job has the highest priority, so merging queue heads gives the order.
+    """
+    sched = snap.policy.scheduling
+    factors = fair_tree_factors(snap.tree.children, snap.tree.top, snap.tree.share, snap.decayed_usage)
+    jobs = snap.pending.jobs
+
+    def key(qk: QueueKey, seq: int, jid: str) -> tuple[float, ...]:
+        age = min(1.0, max(0.0, snap.now - jobs[jid].submit) / sched.priority_max_age)
+        return (-(sched.weight_fairshare * factors.get(qk[0], 0.0) + sched.weight_age * age), float(seq))
+
+    return MergedOrder(snap, skip, key)

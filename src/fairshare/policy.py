@@ -177,6 +177,9 @@ class Scheduling(_Strict):
     deadline_slack      a deadline job becomes urgent this long before its latest start
     requeue_delay       a pass is scheduled this long after every preemption, so a requeued job
                         is reconsidered even when nothing else happens (it may start sooner)
+    slurm-multifactor baseline (Slurm's names): decay_half_life (PriorityDecayHalfLife, 7d),
+    decay_period (PriorityCalcPeriod, 5m), priority_max_age (PriorityMaxAge, 7d),
+    weight_fairshare (PriorityWeightFairshare, 10000), weight_age (PriorityWeightAge, 1000)
     """
 
     ordering: Literal["debt"] = "debt"
@@ -185,8 +188,22 @@ class Scheduling(_Strict):
     lookahead: Seconds = 3600.0
     deadline_slack: Seconds = 900.0
     requeue_delay: Seconds = 10.0
+    decay_half_life: Seconds = 7 * 86400.0
+    decay_period: Seconds = 300.0
+    priority_max_age: Seconds = 7 * 86400.0
+    weight_fairshare: float = Field(default=10000.0, ge=0)
+    weight_age: float = Field(default=1000.0, ge=0)
 
-    @field_validator("gang_reserve_after", "lookahead", "deadline_slack", "requeue_delay", mode="before")
+    @field_validator(
+        "gang_reserve_after",
+        "lookahead",
+        "deadline_slack",
+        "requeue_delay",
+        "decay_half_life",
+        "decay_period",
+        "priority_max_age",
+        mode="before",
+    )
     @classmethod
     def _durations(cls, v: Any) -> Any:
         return _dur(v)

@@ -22,7 +22,7 @@ import numpy as np
 from ._units import format_epoch
 from .cluster import Cluster
 from .contract import kept_on_preempt, overhead_of, plan_run, run_progress
-from .ledger import Ledger, effective_fractions, effective_shares, water_fill
+from .ledger import DecayLedger, Ledger, effective_fractions, effective_shares, water_fill
 from .metrics import IntervalState, MetricsRecorder
 from .placement import FreeIndex
 from .policy import Policy, ResolvedException, TreeIndex, resolve_exceptions
@@ -123,6 +123,12 @@ class Simulator:
         self.shares = effective_shares(tree, self.exceptions, 0.0)
         self.fraction = effective_fractions(tree, self.shares)
         self.ledger = Ledger(n, policy.window)
+        sched = policy.scheduling
+        self.decay = (
+            DecayLedger(n, sched.decay_half_life, sched.decay_period)
+            if self.strategy.usage_model == "decay"
+            else None
+        )
         self.metrics = MetricsRecorder(tree, policy.window)
         self.events: list[str] = []
         self.decisions: list[str] = []
@@ -159,6 +165,8 @@ class Simulator:
         self.owed_vec = np.asarray(owed)
         self.used_vec = np.asarray(used)
         self.ledger.set_rates(self.owed_vec, self.used_vec)
+        if self.decay is not None:
+            self.decay.set_rate(self.used_vec)
         return IntervalState(
             self.owed_vec,
             self.used_vec,
@@ -201,6 +209,8 @@ class Simulator:
             self.dirty = False
         if t > self.t:
             self.ledger.advance(t)
+            if self.decay is not None:
+                self.decay.advance(t)
             self.metrics.interval(self.t, t, self.rates_state)
             self.t = t
 
@@ -375,6 +385,7 @@ class Simulator:
             fraction=self.fraction,
             hung=tuple(self.hung),
             deadline_queue=self.deadline_q,
+            decayed_usage=self.decay.usage.tolist() if self.decay is not None else (),
         )
         d = decide(snap, self.strategy)
         self._apply(d)

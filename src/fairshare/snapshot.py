@@ -115,6 +115,7 @@ class Snapshot:
     fraction: Sequence[float]  # effective share fraction per tree node (exceptions included)
     hung: Sequence[str] = ()  # running jobs that have stopped making progress
     deadline_queue: Sequence[tuple[float, int, str]] = ()  # pending deadline jobs by latest start
+    decayed_usage: Sequence[float] = ()  # half-life decayed usage per tree node (slurm-multifactor)
 
 
 @dataclass(frozen=True, slots=True)

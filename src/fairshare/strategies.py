@@ -4,6 +4,10 @@
                      no preemption (DESIGN.md §3)
     priority-labels  (label, submit) order, first fit; a higher label may preempt a lower one past
                      its protected window when it cannot otherwise fit (reason `label`)
+    slurm-multifactor  Slurm's priority/multifactor: Fair Tree fair-share over usage decayed with
+                     a half-life (recalculated every 5 min) plus an age factor; first fit in that
+                     order, no preemption (PreemptType=none) and no backfill reservation (the
+                     traces carry no time limits for backfill to plan with)
     fairshare        debt order down the budget tree; deadline class reservation; head-gang
                      reservation after a bounded wait; preemption of over-served groups' runs past
                      protection (reason `fair_share`)
@@ -17,11 +21,12 @@ fairshare in ordering, reservation and fairness preemption only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from .ordering import DebtOrder, label_order, submit_order
+from .ordering import DebtOrder, label_order, multifactor_order, submit_order
 from .snapshot import QueueKey, Snapshot
 
 
@@ -44,6 +49,7 @@ class Strategy:
     watchdog: bool  # preempt hung jobs after max_stall (no_progress)
     deadline_reservation: bool
     gang_reservation: bool
+    usage_model: Literal["window", "decay"] = "window"  # which ledger the driver keeps
     max_preempt_attempts: int = 4
     max_victim_candidates: int = 512
 
@@ -54,6 +60,10 @@ def _fifo(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
 
 def _labels(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
     return label_order(snap, skip)
+
+
+def _multifactor(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
+    return multifactor_order(snap, skip)
 
 
 def _debt(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
@@ -75,6 +85,15 @@ STRATEGIES: dict[str, Strategy] = {
         deadline_reservation=False,
         gang_reservation=False,
     ),
+    "slurm-multifactor": Strategy(
+        "slurm-multifactor",
+        _multifactor,
+        "none",
+        watchdog=True,
+        deadline_reservation=False,
+        gang_reservation=False,
+        usage_model="decay",
+    ),
 }
 
 
@@ -84,5 +103,5 @@ def get_strategy(name: str, snap_policy_preemption: str = "over_served") -> Stra
     except KeyError:
         raise KeyError(f"unknown policy {name!r} (known: {', '.join(STRATEGIES)})") from None
     if name == "fairshare" and snap_policy_preemption == "none":
-        return Strategy(s.name, s.order, "none", s.watchdog, s.deadline_reservation, s.gang_reservation)
+        return dataclasses.replace(s, victims="none")
     return s
