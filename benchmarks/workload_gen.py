@@ -32,27 +32,66 @@ POLICY: dict[str, Any] = {
     "window": "7d",
     "gpu_rates": {"H100": 1.0, "A100": 0.6},
     "tree": [
-        {"name": "product", "share": 40, "owner": "lead@product", "review": "2027-03-31",
-         "hypothesis": "weekly model refresh ships on time", "children": [
-             {"name": "search", "share": 60, "owner": "a@product"},
-             {"name": "ads", "share": 40, "owner": "b@product"}]},
-        {"name": "platform", "share": 35, "owner": "lead@platform", "review": "2027-03-31",
-         "hypothesis": "eval turnaround under 4h", "children": [
-             {"name": "infra", "share": 50, "owner": "c@platform"},
-             {"name": "evals", "share": 50, "owner": "d@platform"}]},
-        {"name": "research", "share": 25, "owner": "lead@research", "review": "2027-02-28",
-         "hypothesis": "new architecture beats baseline by Q2", "children": [
-             {"name": "arch", "share": 50, "owner": "e@research"},
-             {"name": "rl", "share": 30, "owner": "f@research"},
-             {"name": "vision", "share": 20, "owner": "g@research"}]},
+        {
+            "name": "product",
+            "share": 40,
+            "owner": "lead@product",
+            "review": "2027-03-31",
+            "hypothesis": "weekly model refresh ships on time",
+            "children": [
+                {"name": "search", "share": 60, "owner": "a@product"},
+                {"name": "ads", "share": 40, "owner": "b@product"},
+            ],
+        },
+        {
+            "name": "platform",
+            "share": 35,
+            "owner": "lead@platform",
+            "review": "2027-03-31",
+            "hypothesis": "eval turnaround under 4h",
+            "children": [
+                {"name": "infra", "share": 50, "owner": "c@platform"},
+                {"name": "evals", "share": 50, "owner": "d@platform"},
+            ],
+        },
+        {
+            "name": "research",
+            "share": 25,
+            "owner": "lead@research",
+            "review": "2027-02-28",
+            "hypothesis": "new architecture beats baseline by Q2",
+            "children": [
+                {"name": "arch", "share": 50, "owner": "e@research"},
+                {"name": "rl", "share": 30, "owner": "f@research"},
+                {"name": "vision", "share": 20, "owner": "g@research"},
+            ],
+        },
     ],
     "classes": {
-        "debug": {"protected": "15m", "max_protected": "15m", "resumable": True, "checkpoint": "5m",
-                  "restore": "30s", "max_stall": "10m"},
-        "eval": {"protected": "1h", "max_protected": "2h", "resumable": False, "deadline": "4h",
-                 "max_stall": "20m"},
-        "train": {"protected": "30m", "max_protected": "2h", "resumable": True, "checkpoint": "30m",
-                  "restore": "2m", "startup": "3m", "max_stall": "30m"},
+        "debug": {
+            "protected": "15m",
+            "max_protected": "15m",
+            "resumable": True,
+            "checkpoint": "5m",
+            "restore": "30s",
+            "max_stall": "10m",
+        },
+        "eval": {
+            "protected": "1h",
+            "max_protected": "2h",
+            "resumable": False,
+            "deadline": "4h",
+            "max_stall": "20m",
+        },
+        "train": {
+            "protected": "30m",
+            "max_protected": "2h",
+            "resumable": True,
+            "checkpoint": "30m",
+            "restore": "2m",
+            "startup": "3m",
+            "max_stall": "30m",
+        },
     },
     "gates": {"share_floor": 0.9, "lost_work_pct": 5, "deadline_met_pct": 95, "exception_max_days": 30},
 }
@@ -60,18 +99,37 @@ POLICY: dict[str, Any] = {
 # 192 H100 nodes + 64 A100 nodes, 8 GPUs each: 2,048 GPUs in 16-node blocks.
 CLUSTER: dict[str, Any] = {
     "pools": [
-        {"name": "h100", "count": 192, "gpus": 8, "gpu_type": "H100", "cpus": 224, "mem_gb": 2048,
-         "nodes_per_block": 16},
-        {"name": "a100", "count": 64, "gpus": 8, "gpu_type": "A100", "cpus": 128, "mem_gb": 1024,
-         "nodes_per_block": 16},
+        {
+            "name": "h100",
+            "count": 192,
+            "gpus": 8,
+            "gpu_type": "H100",
+            "cpus": 224,
+            "mem_gb": 2048,
+            "nodes_per_block": 16,
+        },
+        {
+            "name": "a100",
+            "count": 64,
+            "gpus": 8,
+            "gpu_type": "A100",
+            "cpus": 128,
+            "mem_gb": 1024,
+            "nodes_per_block": 16,
+        },
     ],
     "epoch": EPOCH,
 }
 
 # Relative team sizes (as in the built-in scenarios) and the load multiplier for this fleet.
 TEAMS: dict[str, float] = {
-    "product/search": 1.2, "product/ads": 0.8, "platform/infra": 0.7, "platform/evals": 1.0,
-    "research/arch": 0.9, "research/rl": 0.6, "research/vision": 0.4,
+    "product/search": 1.2,
+    "product/ads": 0.8,
+    "platform/infra": 0.7,
+    "platform/evals": 1.0,
+    "research/arch": 0.9,
+    "research/rl": 0.6,
+    "research/vision": 0.4,
 }
 LOAD = 6.4
 HANG_P = 0.01
@@ -135,8 +193,13 @@ def generate_records(n: int, seed: int = 7) -> list[dict[str, Any]]:
         w = float(work[i])
         rec: dict[str, Any] = {
             "job_id": f"{team.replace('/', '.')}-{CLASSES[ci].name}-{i:07d}",
-            "submit": round(float(submit[i]), 3), "group": team, "user": team.split("/")[-1],
-            "class": CLASSES[ci].name, "gpus": int(gpus[i]), "work": round(w, 3), "label": "medium",
+            "submit": round(float(submit[i]), 3),
+            "group": team,
+            "user": team.split("/")[-1],
+            "class": CLASSES[ci].name,
+            "gpus": int(gpus[i]),
+            "work": round(w, 3),
+            "label": "medium",
         }
         if not np.isnan(stall[i]):
             rec["stall_after"] = round(float(stall[i]), 3)
@@ -147,5 +210,10 @@ def generate_records(n: int, seed: int = 7) -> list[dict[str, Any]]:
 def generate(n: int, seed: int = 7) -> ScenarioData:
     """The benchmark scenario: the frozen policy, the 2,048-GPU fleet, n jobs."""
     days = n / jobs_per_day()
-    return ScenarioData(f"bench-{n}", f"{n} generated jobs over {days:.1f} days on {cluster_gpus()} GPUs",
-                        copy.deepcopy(POLICY), copy.deepcopy(CLUSTER), generate_records(n, seed))
+    return ScenarioData(
+        f"bench-{n}",
+        f"{n} generated jobs over {days:.1f} days on {cluster_gpus()} GPUs",
+        copy.deepcopy(POLICY),
+        copy.deepcopy(CLUSTER),
+        generate_records(n, seed),
+    )

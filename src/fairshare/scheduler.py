@@ -136,6 +136,7 @@ class _Pass:
         my_state = s.states[job.id]
         allowed = set(job.gpu_types) if job.gpu_types is not None else None
         for leaf, runs in s.running_by_leaf.items():
+            max_charge = math.inf
             if rule == "over_served":
                 if leaf == job.leaf:
                     continue
@@ -147,7 +148,14 @@ class _Pass:
                     < service_ratio(self.used[mine] + job.charge, s.owed[mine])
                 ):
                     continue  # even a victim of zero charge could not satisfy may_take_from
+                # the largest victim charge the exchange condition allows on its own:
+                # (U_v - c) / O_v >= R_t  <=>  c <= U_v - R_t * O_v   (O_v > 0 here: U_v > O_v >= 0)
+                taker_after = service_ratio(self.used[mine] + job.charge, s.owed[mine])
+                if s.owed[theirs] > EPS and not math.isinf(taker_after):
+                    max_charge = self.used[theirs] - taker_after * s.owed[theirs] + EPS
             for r in runs.values():
+                if r.charge > max_charge:
+                    continue
                 if r.job.id in self.gone or s.now < r.protected_until - EPS:
                     continue
                 if my_state.preempted_by == r.job.id:

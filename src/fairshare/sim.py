@@ -115,6 +115,7 @@ class Simulator:
         self.run_token: dict[str, int] = {}
         self.hung: dict[str, float] = {}
         self.deadline_q: list[tuple[float, int, str]] = []
+        self.deadline_entry: dict[str, tuple[float, int, str]] = {}
         n = len(tree.paths)
         self.leaf_pending = [0.0] * n
         self.leaf_used = [0.0] * n
@@ -229,7 +230,9 @@ class Simulator:
         if job.deadline is not None:
             st = self.states[job.id]
             latest = job.deadline - (overhead_of(job, st.starts > 0) + job.work - st.kept)
-            bisect.insort(self.deadline_q, (latest, job.seq, job.id))
+            entry = (latest, job.seq, job.id)
+            self.deadline_entry[job.id] = entry
+            bisect.insort(self.deadline_q, entry)
             wake = latest - self.policy.scheduling.deadline_slack
             if wake > self.t:
                 self.push(wake, WAKE, "wake", None)
@@ -248,8 +251,9 @@ class Simulator:
         self.pending_shapes[key] -= 1
         if not self.pending_shapes[key]:
             del self.pending_shapes[key]
-        if job.deadline is not None:
-            self.deadline_q = [e for e in self.deadline_q if e[2] != job.id]
+        entry = self.deadline_entry.pop(job.id, None)
+        if entry is not None:
+            del self.deadline_q[bisect.bisect_left(self.deadline_q, entry)]
         self.dirty = True
 
     def _start(self, job: Job, alloc: tuple[tuple[int, int], ...], charge: float) -> None:
