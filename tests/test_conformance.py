@@ -57,3 +57,11 @@ def test_edge_cases_pass_the_checker(tmp_path: Path) -> None:
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "eight-gpu"])
 def test_every_scenario_passes_the_independent_checker(tmp_path: Path, scenario: str, policy: str) -> None:
     _check(tmp_path, SCENARIOS[scenario](1), policy)
+
+
+def test_event_lines_are_exactly_what_json_dumps_writes() -> None:
+    import json
+
+    out = run_policy(inputs_from_scenario(SCENARIOS["eight-gpu"](1)), "fairshare")
+    for line in out.events:
+        assert line == json.dumps(json.loads(line))

@@ -9,6 +9,7 @@ at every event and exception expiry) and reports per-job facts (`job_started`, `
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,14 +41,22 @@ class _JobFacts:
 
 @dataclass
 class IntervalState:
-    """Rates over one constant span (per tree node vectors indexed like TreeIndex)."""
+    """Rates over one constant span. `rates` has three rows per tree node (indexed like
+    TreeIndex): owed, delivered (running charge) and unallocated, max(0, delivered − static · C)."""
 
-    owed: Vec
-    used: Vec
+    rates: Vec
     capacity: float
     allocated_gpus: int
     idle_available_gpus: int
     fragmented_gpus: float
+
+    @property
+    def owed(self) -> Vec:
+        return self.rates[0]
+
+    @property
+    def used(self) -> Vec:
+        return self.rates[1]
 
 
 @dataclass
@@ -55,9 +64,7 @@ class MetricsRecorder:
     tree: TreeIndex
     window: float
     sample_every: float = 900.0
-    owed: Vec = field(init=False)
-    delivered: Vec = field(init=False)
-    unallocated: Vec = field(init=False)
+    acc: Vec = field(init=False)  # rows: owed, delivered, unallocated (GPU-equivalent seconds)
     static: Vec = field(init=False)
     alloc_s: float = 0.0
     idle_s: float = 0.0
@@ -68,7 +75,7 @@ class MetricsRecorder:
     jobs: dict[str, _JobFacts] = field(default_factory=dict)
     cuts: dict[float, tuple[Vec, Vec]] = field(default_factory=dict)
     _next_k: int = 0
-    _pending_cuts: list[float] = field(default_factory=list)
+    _pending_cuts: list[float] = field(default_factory=list)  # a heap
     samples_t: list[float] = field(default_factory=list)
     samples_occ: list[float] = field(default_factory=list)
     samples_owed: list[Vec] = field(default_factory=list)
@@ -77,9 +84,7 @@ class MetricsRecorder:
 
     def __post_init__(self) -> None:
         n = len(self.tree.paths)
-        self.owed = np.zeros(n)
-        self.delivered = np.zeros(n)
-        self.unallocated = np.zeros(n)
+        self.acc = np.zeros((3, n))
         self.static = np.asarray(self.tree.static_frac, dtype=np.float64)
         self.lost_by_top = {self.tree.paths[i]: 0.0 for i in self.tree.top}
 
@@ -109,28 +114,38 @@ class MetricsRecorder:
         self.jobs[job_id].finished = t
 
     # ----------------------------------------------------------------- integration
+    @property
+    def owed(self) -> Vec:
+        return self.acc[0]
+
+    @property
+    def delivered(self) -> Vec:
+        return self.acc[1]
+
+    @property
+    def unallocated(self) -> Vec:
+        return self.acc[2]
+
     def _cut_times_until(self, t1: float) -> None:
         while True:
             start = self._next_k * DAY
             if start > t1:
                 return
-            self._pending_cuts.extend([start, start + self.window])
+            heapq.heappush(self._pending_cuts, start)
+            heapq.heappush(self._pending_cuts, start + self.window)
             self._next_k += 1
 
     def interval(self, t0: float, t1: float, st: IntervalState) -> None:
         dt = t1 - t0
         if dt <= 0:
             return
-        self._cut_times_until(t1)
-        if self._pending_cuts:
-            keep = []
-            for c in self._pending_cuts:
-                if t0 <= c <= t1:
-                    if c not in self.cuts:
-                        self.cuts[c] = (self.owed + st.owed * (c - t0), self.delivered + st.used * (c - t0))
-                elif c > t1:
-                    keep.append(c)
-            self._pending_cuts = keep
+        if self._next_k * DAY <= t1:
+            self._cut_times_until(t1)
+        cuts = self._pending_cuts
+        while cuts and cuts[0] <= t1:
+            c = heapq.heappop(cuts)
+            if c >= t0 and c not in self.cuts:
+                self.cuts[c] = (self.owed + st.owed * (c - t0), self.delivered + st.used * (c - t0))
         while self._next_sample <= t1:
             if self._next_sample >= t0:
                 avail = st.allocated_gpus + st.idle_available_gpus
@@ -139,9 +154,7 @@ class MetricsRecorder:
                 self.samples_owed.append(st.owed)
                 self.samples_used.append(st.used)
             self._next_sample += self.sample_every
-        self.owed += st.owed * dt
-        self.delivered += st.used * dt
-        self.unallocated += np.maximum(0.0, st.used - self.static * st.capacity) * dt
+        self.acc += st.rates * dt
         self.alloc_s += st.allocated_gpus * dt
         self.idle_s += st.idle_available_gpus * dt
         self.frag_s += st.fragmented_gpus * dt

@@ -33,6 +33,7 @@ from .strategies import Strategy, get_strategy
 from .workload import Job
 
 FINISH, DRAIN, SUBMIT, WAKE = 0, 1, 2, 3
+_jstr = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -120,6 +121,9 @@ class Simulator:
         self.leaf_pending = [0.0] * n
         self.leaf_used = [0.0] * n
         self.leaf_pending_n = [0] * n
+        self.node_pending = [0.0] * n
+        self.node_used = [0.0] * n
+        self.static = tree.static_frac
         self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
         self.shares = effective_shares(tree, self.exceptions, 0.0)
         self.fraction = effective_fractions(tree, self.shares)
@@ -150,27 +154,29 @@ class Simulator:
         self.events.append(json.dumps(obj))
 
     # ------------------------------------------------------------------ rates and integration
+    def _leaf_changed(self, leaf: int) -> None:
+        """Re-add the leaf's ancestors from their children (exact: no running float residue)."""
+        pending, used, children = self.node_pending, self.node_used, self.tree.children
+        pending[leaf], used[leaf] = self.leaf_pending[leaf], self.leaf_used[leaf]
+        for a in self.tree.leaf_ancestors[leaf][1:]:
+            pending[a] = sum(pending[c] for c in children[a])
+            used[a] = sum(used[c] for c in children[a])
+
     def _recompute(self) -> IntervalState:
-        tree = self.tree
-        n = len(tree.paths)
-        demand = [0.0] * n
-        used = [0.0] * n
-        for leaf in tree.leaves:
-            d = self.leaf_pending[leaf] + self.leaf_used[leaf]
-            u = self.leaf_used[leaf]
-            if d or u:
-                for a in tree.leaf_ancestors[leaf]:
-                    demand[a] += d
-                    used[a] += u
-        owed = water_fill(tree, self.fleet.capacity, demand, self.shares)
-        self.owed_vec = np.asarray(owed)
-        self.used_vec = np.asarray(used)
+        used = self.node_used
+        demand = [p + u for p, u in zip(self.node_pending, used, strict=True)]
+        owed = water_fill(self.tree, self.fleet.capacity, demand, self.shares)
+        cap = self.fleet.capacity
+        rates = np.array(
+            [owed, used, [max(0.0, u - f * cap) for u, f in zip(used, self.static, strict=True)]]
+        )
+        self.owed_vec = rates[0]
+        self.used_vec = rates[1]
         self.ledger.set_rates(self.owed_vec, self.used_vec)
         if self.decay is not None:
             self.decay.set_rate(self.used_vec)
         return IntervalState(
-            self.owed_vec,
-            self.used_vec,
+            rates,
             self.fleet.capacity,
             self.fleet.allocated,
             self.fleet.idle_available,
@@ -226,6 +232,7 @@ class Simulator:
         self.pending.add(job, self.fleet.index)
         self.leaf_pending[job.leaf] += job.charge
         self.leaf_pending_n[job.leaf] += 1
+        self._leaf_changed(job.leaf)
         self.pending_shapes[(job.gpu_types, job.gpus, job.nodes)] += 1
         if job.deadline is not None:
             st = self.states[job.id]
@@ -247,6 +254,7 @@ class Simulator:
         self.leaf_pending[job.leaf] = (
             self.leaf_pending[job.leaf] - job.charge if self.leaf_pending_n[job.leaf] else 0.0
         )
+        self._leaf_changed(job.leaf)
         key = (job.gpu_types, job.gpus, job.nodes)
         self.pending_shapes[key] -= 1
         if not self.pending_shapes[key]:
@@ -270,6 +278,7 @@ class Simulator:
         self.running[job.id] = view
         self.by_leaf.setdefault(job.leaf, {})[job.id] = view
         self.leaf_used[job.leaf] += charge
+        self._leaf_changed(job.leaf)
         token = self.run_token.get(job.id, 0) + 1
         self.run_token[job.id] = token
         if plan.finish_at is not None:
@@ -280,14 +289,10 @@ class Simulator:
         if self.strategy.victims != "none" and job.protected > 0:
             self.push(plan.protected_until, WAKE, "wake", None)
         self.metrics.job_started(job.id, t)
-        self.emit(
-            {
-                "t": t,
-                "type": "start",
-                "job": job.id,
-                "alloc": {self.cluster.nodes[i].name: g for i, g in alloc},
-                "charge": charge,
-            }
+        alloc_text = ", ".join(f"{_jstr(self.cluster.nodes[i].name)}: {g}" for i, g in alloc)
+        self.events.append(
+            f'{{"t": {t!r}, "type": "start", "job": {_jstr(job.id)}, "alloc": {{{alloc_text}}}, '
+            f'"charge": {charge!r}}}'
         )
         self.dirty = True
 
@@ -302,6 +307,7 @@ class Simulator:
         self.leaf_used[view.job.leaf] = (
             self.leaf_used[view.job.leaf] - view.charge if view.job.leaf in self.by_leaf else 0.0
         )
+        self._leaf_changed(view.job.leaf)
         self.run_token[job_id] = self.run_token.get(job_id, 0) + 1
         self.dirty = True
         return view
@@ -310,7 +316,8 @@ class Simulator:
         self._stop(job_id)
         self.finished += 1
         self.metrics.job_finished(job_id, self.t)
-        self.emit({"t": self.t, "type": "finish", "job": job_id})
+        # the two most frequent events are formatted directly (same bytes as json.dumps)
+        self.events.append(f'{{"t": {self.t!r}, "type": "finish", "job": {_jstr(job_id)}}}')
 
     def _preempt(self, job_id: str, reason: str, by: str | None, lost: float) -> None:
         view = self._stop(job_id)
