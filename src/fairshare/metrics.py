@@ -52,11 +52,13 @@ class IntervalState:
 
     @property
     def owed(self) -> Vec:
-        return self.rates[0]
+        row: Vec = self.rates[0]
+        return row
 
     @property
     def used(self) -> Vec:
-        return self.rates[1]
+        row: Vec = self.rates[1]
+        return row
 
 
 @dataclass
@@ -116,15 +118,18 @@ class MetricsRecorder:
     # ----------------------------------------------------------------- integration
     @property
     def owed(self) -> Vec:
-        return self.acc[0]
+        row: Vec = self.acc[0]
+        return row
 
     @property
     def delivered(self) -> Vec:
-        return self.acc[1]
+        row: Vec = self.acc[1]
+        return row
 
     @property
     def unallocated(self) -> Vec:
-        return self.acc[2]
+        row: Vec = self.acc[2]
+        return row
 
     def _cut_times_until(self, t1: float) -> None:
         while True:

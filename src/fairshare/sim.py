@@ -33,7 +33,7 @@ from .strategies import Strategy, get_strategy
 from .workload import Job
 
 FINISH, DRAIN, SUBMIT, WAKE = 0, 1, 2, 3
-_jstr = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_jstr = json.encoder.encode_basestring_ascii
 
 
 @dataclass
