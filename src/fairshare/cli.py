@@ -140,12 +140,146 @@ def _progress(label: str, total: int) -> Iterator[Callable[[int], None] | None]:
         yield bar.update
 
 
+def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The input options shared by compare and replay: files, formats, a named trace and its window."""
+    from .formats import CLUSTER_FORMATS, TRACES, WORKLOAD_FORMATS
+
+    options = [
+        click.option(
+            "--trace",
+            help=f"A public trace under $FAIRSHARE_TRACES (default ../shared/traces): {', '.join(TRACES)}. "
+            "Its loader supplies a default policy and cluster unless --policy/--cluster are given.",
+        ),
+        click.option("--policy", "policy_path", type=click.Path(path_type=Path), help="Policy YAML."),
+        click.option(
+            "--cluster", type=click.Path(path_type=Path), help="Cluster file (see --cluster-format)."
+        ),
+        click.option(
+            "--workload", type=click.Path(path_type=Path), help="Workload file (see --workload-format)."
+        ),
+        click.option(
+            "--workload-format",
+            help=f"Format of --workload: {', '.join(WORKLOAD_FORMATS)} (default native: CSV or JSON Lines).",
+        ),
+        click.option(
+            "--cluster-format",
+            help=f"Format of --cluster: {', '.join(CLUSTER_FORMATS)} (default native: YAML).",
+        ),
+        click.option(
+            "--jobs",
+            "jobs_window",
+            metavar="FIRST:END",
+            help="Trace formats: replay jobs FIRST..END-1 in submit order (zero-based, END excluded).",
+        ),
+        click.option(
+            "--round-gpus", is_flag=True, help="Trace formats: round GPUs up to 1/2/4/8, above 8 to 8k."
+        ),
+        click.option(
+            "--clip-duration",
+            metavar="MIN:MAX",
+            help="Trace formats: clip run times to [MIN, MAX], e.g. 1s:24h (a side may be empty).",
+        ),
+        click.option(
+            "--rebase/--no-rebase",
+            default=True,
+            show_default=True,
+            help="Trace formats: the window's first arrival is t = 0 (else the file's first).",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _window_options(jobs_window: str | None, round_gpus: bool, clip: str | None, rebase: bool) -> Any:
+    from ._units import parse_duration
+    from .formats import TraceOptions
+
+    first, count = 0, None
+    if jobs_window is not None:
+        text = jobs_window.strip()
+        head, sep, tail = text.partition(":")
+        try:
+            if not sep:
+                raise ValueError
+            first = int(head) if head.strip() else 0
+            end = int(tail) if tail.strip() else None
+        except ValueError:
+            raise InputError(
+                "--jobs", jobs_window, "expected FIRST:END (zero-based, END excluded), e.g. 20000:36000"
+            ) from None
+        if first < 0 or (end is not None and end <= first):
+            raise InputError("--jobs", jobs_window, "expected 0 <= FIRST < END")
+        count = None if end is None else end - first
+    lo = hi = None
+    if clip is not None:
+        head, sep, tail = clip.partition(":")
+        try:
+            if not sep:
+                raise ValueError("expected MIN:MAX, e.g. 1s:24h")
+            lo = parse_duration(head) if head.strip() else None
+            hi = parse_duration(tail) if tail.strip() else None
+        except ValueError as exc:
+            raise InputError("--clip-duration", clip, str(exc)) from None
+        if lo is not None and hi is not None and hi < lo:
+            raise InputError("--clip-duration", clip, "MAX is below MIN")
+    return TraceOptions(first=first, count=count, round_gpus=round_gpus, clip=(lo, hi), rebase=rebase)
+
+
+def _file_inputs(
+    command: str,
+    trace: str | None,
+    policy_path: Path | None,
+    cluster: Path | None,
+    workload: Path | None,
+    workload_format: str | None,
+    cluster_format: str | None,
+    options: Any,
+) -> Any:
+    """Inputs from --trace, or --workload of any format, with --policy/--cluster or the loader's defaults."""
+    from .formats import TraceOptions
+    from .runner import inputs_from_files, inputs_from_sources, inputs_from_trace
+
+    if cluster_format is not None and cluster is None:
+        raise InputError("--cluster-format", cluster_format, "give the cluster file with --cluster")
+    if trace is not None:
+        if workload is not None or workload_format is not None:
+            raise InputError(
+                "--trace",
+                trace,
+                "use either --trace or --workload/--workload-format (a trace has its format)",
+            )
+        return inputs_from_trace(
+            trace,
+            policy=policy_path,
+            cluster=cluster,
+            cluster_format=cluster_format or "native",
+            options=options,
+        )
+    if workload is None or (workload_format in (None, "native") and not (policy_path and cluster)):
+        raise InputError(
+            command,
+            "",
+            "give --scenario, or all of --policy, --cluster and --workload, or --trace NAME, or "
+            "--workload with a trace --workload-format (philly, openb)",
+        )
+    if workload_format is None and cluster_format is None and options == TraceOptions():
+        assert policy_path is not None and cluster is not None
+        return inputs_from_files(policy_path, cluster, workload)
+    return inputs_from_sources(
+        workload,
+        workload_format=workload_format or "native",
+        policy=policy_path,
+        cluster=cluster,
+        cluster_format=cluster_format or "native",
+        options=options,
+    )
+
+
 @main.command()
 @click.option("--scenario", help="A built-in scenario name, or 'all'.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the scenario generator.")
-@click.option("--policy", "policy_path", type=click.Path(path_type=Path), help="Policy YAML.")
-@click.option("--cluster", type=click.Path(path_type=Path), help="Cluster YAML.")
-@click.option("--workload", type=click.Path(path_type=Path), help="Workload CSV or JSON Lines.")
+@_source_options
 @click.option(
     "--policies",
     default=DEFAULT_POLICIES,
@@ -157,26 +291,41 @@ def _progress(label: str, total: int) -> Iterator[Callable[[int], None] | None]:
 def compare(
     scenario: str | None,
     seed: int,
+    trace: str | None,
     policy_path: Path | None,
     cluster: Path | None,
     workload: Path | None,
+    workload_format: str | None,
+    cluster_format: str | None,
+    jobs_window: str | None,
+    round_gpus: bool,
+    clip_duration: str | None,
+    rebase: bool,
     policies: str,
     out: Path,
     require_gates: bool,
 ) -> None:
-    """Replay the same arrivals under several policies; write outputs and report.html."""
+    """Replay the same arrivals under several policies; write outputs and report.html.
+
+    Inputs: a built-in --scenario; or --policy, --cluster and --workload files; or a public --trace
+    (philly, openb) or a trace file (--workload PATH --workload-format philly|openb), whose loader
+    supplies the cluster and policy you do not give. See docs/traces.md.
+    """
     from .report import write_report
-    from .runner import check_policies, inputs_from_files, inputs_from_scenario
+    from .runner import check_policies, inputs_from_scenario
     from .runner import compare as run_compare
     from .scenarios import SCENARIOS
     from .table import format_comparison
 
     try:
         names = check_policies(policies.split(","))
+        options = _window_options(jobs_window, round_gpus, clip_duration, rebase)
         jobs: list[tuple[Path, Any]] = []
         if scenario is not None:
-            if policy_path or cluster or workload:
-                raise InputError("--scenario", "", "use either --scenario or --policy/--cluster/--workload")
+            if policy_path or cluster or workload or trace:
+                raise InputError(
+                    "--scenario", "", "use either --scenario or --trace or --policy/--cluster/--workload"
+                )
             chosen = list(SCENARIOS) if scenario == "all" else [scenario]
             for s in chosen:
                 if s not in SCENARIOS:
@@ -185,11 +334,10 @@ def compare(
                     )
                 jobs.append((out / s, lambda s=s: inputs_from_scenario(SCENARIOS[s](seed))))
         else:
-            if not (policy_path and cluster and workload):
-                raise InputError(
-                    "compare", "", "give --scenario, or all of --policy, --cluster and --workload"
-                )
-            inputs = inputs_from_files(policy_path, cluster, workload)
+            inputs = _file_inputs(
+                "compare", trace, policy_path, cluster, workload, workload_format, cluster_format, options
+            )
+            _echo_notes(inputs.notes)
             jobs.append((out, lambda: inputs))
         comparisons: list[Comparison] = []
         for folder, make in jobs:
@@ -217,6 +365,62 @@ def compare(
             for s, g in failed:
                 click.echo(f"gate failed: {s}: fairshare {g}", err=True)
             sys.exit(1)
+
+
+def _echo_notes(notes: tuple[str, ...]) -> None:
+    for line in notes:
+        click.echo(line)
+    if notes:
+        click.echo("")
+
+
+@main.command()
+@_source_options
+@click.option(
+    "--policy-name",
+    default="fairshare",
+    show_default=True,
+    help=f"The scheduling policy to replay, one of: {', '.join(STRATEGIES)}.",
+)
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
+def replay(
+    trace: str | None,
+    policy_path: Path | None,
+    cluster: Path | None,
+    workload: Path | None,
+    workload_format: str | None,
+    cluster_format: str | None,
+    jobs_window: str | None,
+    round_gpus: bool,
+    clip_duration: str | None,
+    rebase: bool,
+    policy_name: str,
+    out: Path,
+) -> None:
+    """Replay one policy (default fairshare) on a trace or workload; write OUT/<policy>/.
+
+    Same inputs as compare without --scenario: --trace NAME, or --workload with --workload-format,
+    --policy and --cluster (a trace loader supplies the ones you leave out). No report.html: use
+    compare for that.
+    """
+    from .runner import check_policies
+    from .runner import compare as run_compare
+    from .table import format_comparison
+
+    try:
+        names = check_policies([policy_name])
+        options = _window_options(jobs_window, round_gpus, clip_duration, rebase)
+        inputs = _file_inputs(
+            "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options
+        )
+        _echo_notes(inputs.notes)
+        with _progress(f"{inputs.name:<18}", len(inputs.jobs)) as bar:
+            comp = run_compare(inputs, names, out, bar)
+    except InputError as exc:
+        _fail(exc)
+    click.echo(format_comparison(comp))
+    click.echo("")
+    click.echo(f"wrote {out / names[0]}")
 
 
 @main.command()

@@ -44,11 +44,12 @@ class IntervalState:
     """Rates over one constant span. `rates` has three rows per tree node (indexed like
     TreeIndex): owed, delivered (running charge) and unallocated, max(0, delivered − static · C)."""
 
-    rates: Vec
+    rates: Vec  # rows: owed, delivered, unallocated, then delivered and owed per GPU type
     capacity: float
     allocated_gpus: int
     idle_available_gpus: int
     fragmented_gpus: float
+    gpus_by_type: Vec  # rows: allocated, idle available GPUs; one column per GPU type
 
     @property
     def owed(self) -> Vec:
@@ -65,6 +66,8 @@ class IntervalState:
 class MetricsRecorder:
     tree: TreeIndex
     window: float
+    gpu_types: tuple[str, ...] = ()  # FreeIndex type order
+    gpus_of_type: tuple[int, ...] = ()
     sample_every: float = 900.0
     acc: Vec = field(init=False)  # rows: owed, delivered, unallocated (GPU-equivalent seconds)
     static: Vec = field(init=False)
@@ -86,7 +89,8 @@ class MetricsRecorder:
 
     def __post_init__(self) -> None:
         n = len(self.tree.paths)
-        self.acc = np.zeros((3, n))
+        self.acc = np.zeros((3 + 2 * len(self.gpu_types), n))
+        self.gpu_acc = np.zeros((2, len(self.gpu_types)))
         self.static = np.asarray(self.tree.static_frac, dtype=np.float64)
         self.lost_by_top = {self.tree.paths[i]: 0.0 for i in self.tree.top}
 
@@ -160,6 +164,7 @@ class MetricsRecorder:
                 self.samples_used.append(st.used)
             self._next_sample += self.sample_every
         self.acc += st.rates * dt
+        self.gpu_acc += st.gpus_by_type * dt
         self.alloc_s += st.allocated_gpus * dt
         self.idle_s += st.idle_available_gpus * dt
         self.frag_s += st.fragmented_gpus * dt
@@ -213,6 +218,26 @@ class MetricsRecorder:
                 "unallocated_gpu_h": float(self.unallocated[i]) / 3600,
                 "min_window_share_delivery": self._min_window(i, horizon),
             }
+        k = len(self.gpu_types)
+        for i, path in enumerate(self.tree.paths):
+            by_type = {}
+            for t, ty in enumerate(self.gpu_types):
+                d_t, o_t = float(self.acc[3 + t, i]), float(self.acc[3 + k + t, i])
+                by_type[ty] = {
+                    "delivered_gpu_h": d_t / 3600,
+                    "owed_gpu_h": o_t / 3600,
+                    "share_delivery": d_t / o_t if o_t > EPS else None,
+                }
+            groups[path]["by_type"] = by_type
+        gpu_types = {}
+        for t, ty in enumerate(self.gpu_types):
+            alloc, idle = float(self.gpu_acc[0, t]), float(self.gpu_acc[1, t])
+            gpu_types[ty] = {
+                "gpus": self.gpus_of_type[t],
+                "allocated_gpu_h": alloc / 3600,
+                "available_gpu_h": (alloc + idle) / 3600,
+                "occupancy": alloc / (alloc + idle) if alloc + idle > 0 else None,
+            }
         top = list(self.tree.top)
         so = float(sum(self.owed[i] for i in top))
         sd = float(sum(self.delivered[i] for i in top))
@@ -247,6 +272,7 @@ class MetricsRecorder:
             "preemptions": self.preemptions,
             "occupancy": self.alloc_s / denom if denom else None,
             "fragmented_gpu_h": self.frag_s / 3600,
+            "gpu_types": gpu_types,
             "unallocated_pct": 100 * total_unalloc / total_deliv if total_deliv > EPS else 0.0,
             "deadlines": {"jobs": len(dl), "met": met, "met_pct": 100 * met / len(dl) if dl else None},
             "starvation": {"max_wait_s": max(spells, default=0.0), "groups_below_share_beyond_window": []},

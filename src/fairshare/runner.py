@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from ._validation import load_yaml, validate
 from .cluster import Cluster, ClusterSpec, build_cluster
 from .errors import InputError
+from .formats import (
+    WORKLOAD_FORMATS,
+    TraceOptions,
+    get_cluster_format,
+    get_workload_format,
+    trace_file,
+)
 from .outputs import write_replay
 from .policy import Policy, TreeIndex
 from .results import Comparison
@@ -30,6 +39,7 @@ class Inputs:
     tree: TreeIndex
     cluster: Cluster
     jobs: list[Job]
+    notes: tuple[str, ...] = ()  # what a trace loader read, skipped or changed
 
 
 def inputs_from_files(
@@ -51,6 +61,122 @@ def inputs_from_files(
         tree,
         cluster,
         jobs,
+    )
+
+
+def inputs_from_sources(
+    workload: Path,
+    *,
+    workload_format: str = "native",
+    policy: Path | None = None,
+    cluster: Path | None = None,
+    cluster_format: str = "native",
+    options: TraceOptions | None = None,
+    name: str = "workload",
+) -> Inputs:
+    """Inputs from a workload of any registered format.
+
+    A trace format may supply the cluster and policy: its defaults are used for whichever of
+    `policy` / `cluster` is None. `options` (window, rounding, clipping) apply to trace formats only.
+    """
+    options = options or TraceOptions()
+    wf = get_workload_format(workload_format)
+    cf = get_cluster_format(cluster_format)
+    if not wf.window and not options.is_default():
+        traces = ", ".join(n for n, f in WORKLOAD_FORMATS.items() if f.window)
+        raise InputError(
+            "--jobs/--round-gpus/--clip-duration",
+            "",
+            f"these options shape a trace ({traces}); the {wf.name} workload format takes none of them",
+        )
+    if wf.name == "native" and cf.name == "native" and policy is not None and cluster is not None:
+        return inputs_from_files(policy, cluster, workload, name)
+    loaded = wf.read(workload, options)
+    if cluster is not None:
+        source = cf.read(cluster)
+    elif loaded.default_cluster is not None:
+        source = loaded.default_cluster()
+    else:
+        raise InputError(
+            "--cluster", "", f"the {wf.name} workload format has no default cluster: give --cluster PATH"
+        )
+    spec = validate(ClusterSpec, source.spec, source.where)
+    notes = list(loaded.summary) + list(source.summary)
+    if policy is not None:
+        raw = load_yaml(policy)
+        text = policy.read_text(encoding="utf-8")
+        policy_where = str(policy)
+    elif loaded.default_policy is not None:
+        raw = loaded.default_policy(sorted({p.gpu_type for p in spec.pools}))
+        policy_where = f"{loaded.where}: default policy"
+        text = (
+            f"# The {wf.name} loader's default policy for {workload} (fairshare.formats.{wf.name};\n"
+            "# the shares, classes and GPU rates are explained in docs/traces.md).\n" + dump_policy(raw)
+        )
+        notes.append(f"policy: the {wf.name} default ({len(raw['tree'])} groups; see docs/traces.md)")
+    else:
+        raise InputError(
+            "--policy", "", f"the {wf.name} workload format has no default policy: give --policy PATH"
+        )
+    pol = validate(Policy, raw, policy_where)
+    tree = TreeIndex.build(pol.tree)
+    built = build_cluster(spec, source.where, pol)
+    jobs = loaded.jobs(pol, tree, built)
+    if not jobs:
+        raise InputError(loaded.where, "", "the workload has no jobs")
+    cluster_name = Path(source.where).name if cluster is not None else f"the {wf.name} default cluster"
+    shaped = options.describe()
+    return Inputs(
+        name,
+        f"{workload.name} ({wf.name}{'; ' + shaped if shaped else ''}) on {cluster_name}",
+        pol,
+        text,
+        policy_where,
+        tree,
+        built,
+        jobs,
+        tuple(notes),
+    )
+
+
+class _PolicyDumper(yaml.SafeDumper):
+    """Quotes strings a YAML 1.2 reader would take for numbers (team names such as 6214e9, 103959)."""
+
+
+_NUMBERLIKE = re.compile(r"^[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?$")
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = '"' if _NUMBERLIKE.match(data) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_PolicyDumper.add_representer(str, _represent_str)
+
+
+def dump_policy(policy: dict[str, Any]) -> str:
+    """A policy dict as YAML, names that look like numbers quoted."""
+    return yaml.dump(policy, Dumper=_PolicyDumper, sort_keys=False, allow_unicode=True)
+
+
+def inputs_from_trace(
+    trace: str,
+    *,
+    policy: Path | None = None,
+    cluster: Path | None = None,
+    cluster_format: str = "native",
+    options: TraceOptions | None = None,
+) -> Inputs:
+    """Inputs from a named public trace under $FAIRSHARE_TRACES (formats.traces)."""
+    path, spec = trace_file(trace)
+    return inputs_from_sources(
+        path,
+        workload_format=spec.workload_format,
+        policy=policy,
+        cluster=cluster,
+        cluster_format=cluster_format,
+        options=options,
+        name=trace,
     )
 
 

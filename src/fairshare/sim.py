@@ -53,30 +53,49 @@ class _Fleet:
     allocated: int = 0
     idle_available: int = 0
     draining: dict[int, float] = field(default_factory=dict)  # node -> drain deadline
+    cap_t: list[float] = field(default_factory=list)  # per GPU type (FreeIndex type ids)
+    alloc_t: list[int] = field(default_factory=list)
+    idle_t: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.capacity = sum(r * n.gpus for r, n in zip(self.rates, self.index.nodes, strict=True))
-        self.idle_available = sum(n.gpus for n in self.index.nodes)
+        k = len(self.index.types)
+        self.cap_t, self.alloc_t, self.idle_t = [0.0] * k, [0] * k, [0] * k
+        for i, n in enumerate(self.index.nodes):
+            ty = self.index.node_type[i]
+            self.cap_t[ty] += self.rates[i] * n.gpus
+            self.idle_t[ty] += n.gpus
+        self.capacity = sum(self.cap_t)
+        self.idle_available = sum(self.idle_t)
 
     def change_free(self, i: int, delta: int) -> None:
+        ty = self.index.node_type[i]
         self.index.set_free(i, self.index.free[i] + delta)
         self.allocated -= delta
+        self.alloc_t[ty] -= delta
         if i in self.draining:
-            self.capacity += self.rates[i] * -delta
+            self.capacity -= self.rates[i] * delta
+            self.cap_t[ty] -= self.rates[i] * delta
         else:
             self.idle_available += delta
+            self.idle_t[ty] += delta
 
     def drain(self, i: int, deadline: float) -> None:
         if i not in self.draining:
-            self.capacity -= self.rates[i] * self.index.free[i]
-            self.idle_available -= self.index.free[i]
+            ty, free = self.index.node_type[i], self.index.free[i]
+            self.capacity -= self.rates[i] * free
+            self.cap_t[ty] -= self.rates[i] * free
+            self.idle_available -= free
+            self.idle_t[ty] -= free
             self.index.set_available(i, False)
         self.draining[i] = deadline
 
     def undrain(self, i: int) -> None:
         if self.draining.pop(i, None) is not None:
-            self.capacity += self.rates[i] * self.index.free[i]
-            self.idle_available += self.index.free[i]
+            ty, free = self.index.node_type[i], self.index.free[i]
+            self.capacity += self.rates[i] * free
+            self.cap_t[ty] += self.rates[i] * free
+            self.idle_available += free
+            self.idle_t[ty] += free
             self.index.set_available(i, True)
 
 
@@ -122,6 +141,13 @@ class Simulator:
         self.leaf_used = [0.0] * n
         self.leaf_pending_n = [0] * n
         self.node_pending = [0.0] * n
+        k = len(self.fleet.index.types)
+        self.leaf_used_t = np.zeros((k, n))
+        self.leaf_runs_t = np.zeros((k, n), dtype=np.int64)
+        self.up = np.zeros((n, n))  # up[leaf, a] = 1 when a is the leaf or one of its ancestors
+        for leaf in tree.leaves:
+            for a in tree.leaf_ancestors[leaf]:
+                self.up[leaf, a] = 1.0
         self.node_used = [0.0] * n
         self.static = tree.static_frac
         self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
@@ -134,7 +160,10 @@ class Simulator:
             if self.strategy.usage_model == "decay"
             else None
         )
-        self.metrics = MetricsRecorder(tree, policy.window)
+        gpus_of_type = [0] * len(index.types)
+        for i, node in enumerate(cluster.nodes):
+            gpus_of_type[index.node_type[i]] += node.gpus
+        self.metrics = MetricsRecorder(tree, policy.window, index.types, tuple(gpus_of_type))
         self.events: list[str] = []
         self.decisions: list[str] = []
         self.last_hold: dict[str, str] = {}
@@ -167,8 +196,16 @@ class Simulator:
         demand = [p + u for p, u in zip(self.node_pending, used, strict=True)]
         owed = water_fill(self.tree, self.fleet.capacity, demand, self.shares)
         cap = self.fleet.capacity
-        rates = np.array(
-            [owed, used, [max(0.0, u - f * cap) for u, f in zip(used, self.static, strict=True)]]
+        fleet = self.fleet
+        share_t = np.array(fleet.cap_t) / cap if cap > 0 else np.zeros(len(fleet.cap_t))
+        rates = np.vstack(
+            [
+                np.array(
+                    [owed, used, [max(0.0, u - f * cap) for u, f in zip(used, self.static, strict=True)]]
+                ),
+                self.leaf_used_t @ self.up,  # delivered per GPU type
+                np.outer(share_t, owed),  # owed per GPU type: owed split like the capacity
+            ]
         )
         self.owed_vec = rates[0]
         self.used_vec = rates[1]
@@ -181,6 +218,7 @@ class Simulator:
             self.fleet.allocated,
             self.fleet.idle_available,
             self._fragmented(),
+            np.array([fleet.alloc_t, fleet.idle_t], dtype=np.float64),
         )
 
     def _fragmented(self) -> float:
@@ -278,6 +316,9 @@ class Simulator:
         self.running[job.id] = view
         self.by_leaf.setdefault(job.leaf, {})[job.id] = view
         self.leaf_used[job.leaf] += charge
+        ty = self.fleet.index.node_type[alloc[0][0]]
+        self.leaf_used_t[ty, job.leaf] += charge
+        self.leaf_runs_t[ty, job.leaf] += 1
         self._leaf_changed(job.leaf)
         token = self.run_token.get(job.id, 0) + 1
         self.run_token[job.id] = token
@@ -304,6 +345,11 @@ class Simulator:
         self.hung.pop(job_id, None)
         for i, g in view.alloc:
             self.fleet.change_free(i, g)
+        ty = self.fleet.index.node_type[view.alloc[0][0]]
+        self.leaf_runs_t[ty, view.job.leaf] -= 1
+        self.leaf_used_t[ty, view.job.leaf] = (
+            self.leaf_used_t[ty, view.job.leaf] - view.charge if self.leaf_runs_t[ty, view.job.leaf] else 0.0
+        )
         self.leaf_used[view.job.leaf] = (
             self.leaf_used[view.job.leaf] - view.charge if view.job.leaf in self.by_leaf else 0.0
         )

@@ -1,0 +1,48 @@
+"""The project's own formats: the workload CSV / JSON Lines and the cluster YAML of FORMATS.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._validation import load_yaml
+from ..cluster import Cluster
+from ..errors import InputError
+from ..policy import Policy, TreeIndex
+from ..workload import Job, load_workload
+from .registry import (
+    ClusterFormat,
+    ClusterSource,
+    LoadedWorkload,
+    TraceOptions,
+    WorkloadFormat,
+    cluster_format,
+    workload_format,
+)
+
+
+@workload_format
+class NativeWorkload(WorkloadFormat):
+    name = "native"
+    description = "fairshare workload CSV or JSON Lines (FORMATS.md)"
+    window = False
+
+    def read(self, path: Path, options: TraceOptions) -> LoadedWorkload:
+        if not path.exists():
+            raise InputError(str(path), "", "file not found")
+
+        def jobs(policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
+            return load_workload(path, policy, tree, cluster)
+
+        return LoadedWorkload(where=str(path), jobs=jobs)
+
+
+@cluster_format
+class NativeCluster(ClusterFormat):
+    name = "native"
+    description = "fairshare cluster YAML (FORMATS.md)"
+
+    def read(self, path: Path) -> ClusterSource:
+        data = load_yaml(path)
+        if not isinstance(data, dict):
+            raise InputError(str(path), "", "expected a mapping with pools: (a fairshare cluster YAML)")
+        return ClusterSource(data, str(path))
