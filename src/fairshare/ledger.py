@@ -35,8 +35,10 @@ def water_fill(
     `demand[i]` is node i's demand (its leaves' pending + running charge), `share[i]` its effective
     share (base share plus unexpired exceptions). Edge cases: capacity 0 gives all zeros; a node
     with demand <= EPS gets nothing; when total demand is below capacity every node gets its demand.
-    The iteration caps, in each round, every sibling whose proportional portion would reach its
-    demand, then splits the remainder among the rest: at most one round per sibling.
+    Among siblings the solution is owed_i = min(demand_i, λ · share_i) with the owed summing to
+    min(parent's owed, their demand): visiting siblings in ascending demand/share, each is capped
+    at its demand while its proportional portion of what remains reaches it (λ only grows as
+    siblings are capped); the first one that is not capped fixes λ for all the rest.
     """
     if sum(demand[i] for i in tree.top) <= capacity - EPS:
         # Unsaturated: every node is owed exactly its demand (its leaves' demand sums to it, and a
@@ -45,20 +47,20 @@ def water_fill(
     owed = [0.0] * len(tree.paths)
 
     def split(ids: Sequence[int], cap: float) -> None:
-        active = [i for i in ids if demand[i] > EPS]
+        active = sorted((demand[i] / share[i], i) for i in ids if demand[i] > EPS)
         remaining = min(cap, sum(demand[i] for i in ids))
-        while active and remaining > EPS:
-            total = sum(share[i] for i in active)
-            capped = [i for i in active if owed[i] + remaining * share[i] / total >= demand[i] - EPS]
-            if capped:
-                for i in capped:
-                    remaining -= demand[i] - owed[i]
-                    owed[i] = demand[i]
-                active = [i for i in active if i not in capped]
-            else:
-                for i in active:
-                    owed[i] += remaining * share[i] / total
-                remaining = 0.0
+        total = sum(share[i] for _, i in active)
+        for k, (_, i) in enumerate(active):
+            if remaining <= EPS:
+                break
+            if remaining * share[i] / total >= demand[i] - EPS:
+                owed[i] = demand[i]
+                remaining -= demand[i]
+                total -= share[i]
+                continue
+            for _, j in active[k:]:
+                owed[j] = remaining * share[j] / total
+            break
         for i in ids:
             if tree.children[i]:
                 split(tree.children[i], owed[i])

@@ -101,46 +101,57 @@ class DebtOrder:
         for leaf in self.live_keys:
             for a in self.tree.leaf_ancestors[leaf]:
                 self.live[a] += 1
-        self.prio = [self._prio(i) for i in range(len(self.tree.paths))]
+        self.prios: dict[int, float] = {}  # computed on first use, dropped when `used` changes
         self.current: tuple[QueueKey, str] | None = None
-        self.chosen_path: list[tuple[str, float, str | None, float | None]] = []
+        self.walk: list[tuple[int, int | None]] = []  # (chosen, runner-up) per level, for evidence
 
-    def _prio(self, i: int) -> float:
-        s = self.snap
-        return priority(s.debt[i], s.owed[i], self.used[i], s.entitlement[i], self.lookahead)
+    def prio(self, i: int) -> float:
+        p = self.prios.get(i)
+        if p is None:
+            s = self.snap
+            p = self.prios[i] = priority(s.debt[i], s.owed[i], self.used[i], s.entitlement[i], self.lookahead)
+        return p
+
+    @property
+    def chosen_path(self) -> list[tuple[str, float, str | None, float | None]]:
+        paths = self.tree.paths
+        return [
+            (
+                paths[n],
+                self.prio(n),
+                paths[r] if r is not None else None,
+                self.prio(r) if r is not None else None,
+            )
+            for n, r in self.walk
+        ]
 
     def used_changed(self, leaf: int) -> None:
         for a in self.tree.leaf_ancestors[leaf]:
-            self.prio[a] = self._prio(a)
+            self.prios.pop(a, None)
 
     def _pick(self, ids: Sequence[int]) -> tuple[int, int | None]:
         best = runner = None
+        best_p = runner_p = 0.0
         for i in ids:
             if self.live[i] <= 0:
                 continue
-            if best is None or self.prio[i] > self.prio[best]:
-                best, runner = i, best
-            elif runner is None or self.prio[i] > self.prio[runner]:
-                runner = i
+            p = self.prio(i)
+            if best is None or p > best_p:
+                best, runner, best_p, runner_p = i, best, p, best_p
+            elif runner is None or p > runner_p:
+                runner, runner_p = i, p
         assert best is not None
         return best, runner
 
     def next(self) -> tuple[QueueKey, str] | None:
         while True:
-            ids: Sequence[int] = self.tree.top
-            if not any(self.live[i] > 0 for i in ids):
+            if not self.live_keys:
                 return None
-            self.chosen_path = []
+            ids: Sequence[int] = self.tree.top
+            self.walk = []
             while True:
                 node, runner = self._pick(ids)
-                self.chosen_path.append(
-                    (
-                        self.tree.paths[node],
-                        self.prio[node],
-                        self.tree.paths[runner] if runner is not None else None,
-                        self.prio[runner] if runner is not None else None,
-                    )
-                )
+                self.walk.append((node, runner))
                 if not self.tree.children[node]:
                     break
                 ids = self.tree.children[node]

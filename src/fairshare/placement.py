@@ -41,12 +41,16 @@ class FreeIndex:
         self.buckets: list[list[set[int]]] = [[set() for _ in range(self.max_gpus + 1)] for _ in self.types]
         for i, n in enumerate(nodes):
             self.buckets[self.node_type[i]][n.gpus].add(i)
+        self.free_t = [0] * len(self.types)  # free GPUs per type on nodes that take work
+        for i, n in enumerate(nodes):
+            self.free_t[self.node_type[i]] += n.gpus
 
     def set_free(self, i: int, value: int) -> None:
         if self.available[i]:
             ty = self.node_type[i]
             self.buckets[ty][self.free[i]].discard(i)
             self.buckets[ty][value].add(i)
+            self.free_t[ty] += value - self.free[i]
         self.free[i] = value
 
     def take(self, i: int, gpus: int) -> None:
@@ -61,8 +65,10 @@ class FreeIndex:
         ty = self.node_type[i]
         if available:
             self.buckets[ty][self.free[i]].add(i)
+            self.free_t[ty] += self.free[i]
         else:
             self.buckets[ty][self.free[i]].discard(i)
+            self.free_t[ty] -= self.free[i]
         self.available[i] = available
 
     def count_at_least(self, ty: int, gpus: float) -> int:
@@ -70,10 +76,10 @@ class FreeIndex:
         return sum(len(b) for b in self.buckets[ty][lo:])
 
     def free_of_type(self, ty: int) -> int:
-        return sum(x * len(b) for x, b in enumerate(self.buckets[ty]))
+        return self.free_t[ty]
 
     def total_free(self) -> int:
-        return sum(self.free_of_type(t) for t in range(len(self.types)))
+        return sum(self.free_t)
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,6 +177,8 @@ class Scheduling(_Strict):
     deadline_slack      a deadline job becomes urgent this long before its latest start
     requeue_delay       a pass is scheduled this long after every preemption, so a requeued job
                         is reconsidered even when nothing else happens (it may start sooner)
+    preempt_backoff     a job that found no victims tries fair-share or label preemption again
+                        only this long after (deadline preemption is exempt)
     slurm-multifactor baseline (Slurm's names): decay_half_life (PriorityDecayHalfLife, 7d),
     decay_period (PriorityCalcPeriod, 5m), priority_max_age (PriorityMaxAge, 7d),
     weight_fairshare (PriorityWeightFairshare, 10000), weight_age (PriorityWeightAge, 1000)
@@ -188,6 +190,7 @@ class Scheduling(_Strict):
     lookahead: Seconds = 3600.0
     deadline_slack: Seconds = 900.0
     requeue_delay: Seconds = 10.0
+    preempt_backoff: Seconds = 300.0
     decay_half_life: Seconds = 7 * 86400.0
     decay_period: Seconds = 300.0
     priority_max_age: Seconds = 7 * 86400.0
@@ -199,6 +202,7 @@ class Scheduling(_Strict):
         "lookahead",
         "deadline_slack",
         "requeue_delay",
+        "preempt_backoff",
         "decay_half_life",
         "decay_period",
         "priority_max_age",

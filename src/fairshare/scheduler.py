@@ -264,6 +264,8 @@ class _Pass:
     def try_preempting(self, job: Job, rule: str, reason: PreemptReason, evidence: dict[str, Any]) -> bool:
         if rule == "none" or self.attempts >= self.strategy.max_preempt_attempts:
             return False
+        if rule != "any" and self.s.states[job.id].preempt_retry_at > self.s.now:
+            return False  # found no victims recently (backoff); deadlines are exempt
         self.attempts += 1
         self.tried = job.id
         found = self.find_victims(job, rule)
@@ -354,8 +356,10 @@ class _Pass:
     def ordered(self) -> None:
         s = self.s
         rule = self.strategy.victims
-        order = self.strategy.order(s, self.handled, self.used)
         borrowing = rule != "none"
+        if not borrowing and self.view.total_avail() <= 0:
+            return  # nothing can start and nothing may be preempted: skip building the order
+        order = self.strategy.order(s, self.handled, self.used)
         while True:
             if not borrowing and self.view.total_avail() <= 0:
                 break

@@ -150,6 +150,7 @@ class Simulator:
                 self.up[leaf, a] = 1.0
         self.node_used = [0.0] * n
         self.static = tree.static_frac
+        self.static_vec = np.asarray(tree.static_frac)
         self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
         self.shares = effective_shares(tree, self.exceptions, 0.0)
         self.fraction = effective_fractions(tree, self.shares)
@@ -173,6 +174,8 @@ class Simulator:
         self.rates_state: IntervalState | None = None
         self.used_vec: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(n)
         self.owed_vec: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(n)
+        self.owed_list: list[float] = [0.0] * n
+        self.used_list: list[float] = [0.0] * n
 
     # ------------------------------------------------------------------ heap
     def push(self, t: float, rank: int, kind: str, payload: Any) -> None:
@@ -191,22 +194,29 @@ class Simulator:
             pending[a] = sum(pending[c] for c in children[a])
             used[a] = sum(used[c] for c in children[a])
 
-    def _recompute(self) -> IntervalState:
-        used = self.node_used
+    def _owed_used(self) -> tuple[list[float], list[float]]:
+        """Owed rate (water-filling) and running charge of every tree node, now."""
+        used = list(self.node_used)
         demand = [p + u for p, u in zip(self.node_pending, used, strict=True)]
-        owed = water_fill(self.tree, self.fleet.capacity, demand, self.shares)
+        return water_fill(self.tree, self.fleet.capacity, demand, self.shares), used
+
+    def _recompute(self) -> IntervalState:
+        owed, used = self._owed_used()
+        self.owed_list, self.used_list = owed, used
         cap = self.fleet.capacity
         fleet = self.fleet
-        share_t = np.array(fleet.cap_t) / cap if cap > 0 else np.zeros(len(fleet.cap_t))
-        rates = np.vstack(
-            [
-                np.array(
-                    [owed, used, [max(0.0, u - f * cap) for u, f in zip(used, self.static, strict=True)]]
-                ),
-                self.leaf_used_t @ self.up,  # delivered per GPU type
-                np.outer(share_t, owed),  # owed per GPU type: owed split like the capacity
-            ]
-        )
+        k = len(fleet.cap_t)
+        rates = np.empty((3 + 2 * k, len(owed)))
+        rates[0] = owed
+        rates[1] = used
+        np.maximum(rates[1] - self.static_vec * cap, 0.0, out=rates[2])
+        if k == 1:  # one GPU type: everything is delivered and owed on it
+            rates[3] = rates[1]
+            rates[4] = rates[0]
+        else:
+            np.matmul(self.leaf_used_t, self.up, out=rates[3 : 3 + k])  # delivered per GPU type
+            share_t = np.array(fleet.cap_t) / cap if cap > 0 else np.zeros(k)
+            np.multiply.outer(share_t, rates[0], out=rates[3 + k :])  # owed split like the capacity
         self.owed_vec = rates[0]
         self.used_vec = rates[1]
         self.ledger.set_rates(self.owed_vec, self.used_vec)
@@ -422,8 +432,11 @@ class Simulator:
         due = frozenset(i for i, d in self.fleet.draining.items() if self.t >= d - 1e-9)
         if not len(self.pending) and not due and not self.hung:
             return
-        if self.dirty:
-            self.advance(self.t)
+        # the full interval state (metrics, fragmentation) waits for the next advance; the core
+        # only needs owed and used rates as they are now
+        owed, used = (
+            self._owed_used() if self.dirty or self.rates_state is None else (self.owed_list, self.used_list)
+        )
         snap = Snapshot(
             now=self.t,
             policy=self.policy,
@@ -436,8 +449,8 @@ class Simulator:
             pending=self.pending,
             states=self.states,
             debt=self.ledger.debt().tolist(),
-            owed=self.owed_vec.tolist(),
-            used=self.used_vec.tolist(),
+            owed=owed,
+            used=used,
             entitlement=self.ledger.owed_sum.tolist(),
             fraction=self.fraction,
             hung=tuple(self.hung),
@@ -465,7 +478,10 @@ class Simulator:
             if d.reservation is not None:
                 job_id, nodes = d.reservation
                 self._audit("reserve", job_id, {"nodes": [self.cluster.nodes[i].name for i in nodes]})
+        backoff = self.policy.scheduling.preempt_backoff
         for h in d.holds:
+            if h.reason == "no_victims":
+                self.states[h.job].preempt_retry_at = self.t + backoff
             if self.last_hold.get(h.job) != h.reason:
                 self.last_hold[h.job] = h.reason
                 self._audit("hold", h.job, {"reason": h.reason, **h.evidence})

@@ -48,6 +48,7 @@ class JobState:
     stall_done: bool = False
     pending_since: float = 0.0
     preempted_by: str | None = None  # the job that last preempted this one
+    preempt_retry_at: float = 0.0  # after finding no victims, fair-share preemption waits until then
 
 
 QueueKey = tuple[int, int, Shape]  # (leaf, label rank, shape)
