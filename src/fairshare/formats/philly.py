@@ -57,6 +57,14 @@ WINDOW_CLUSTER: dict[str, Any] = {
     "pools": [{"name": "philly", "count": 40, "gpus": NODE_GPUS, "gpu_type": GPU_TYPE, "nodes_per_block": 10}]
 }
 
+#: The default cluster for the whole trace: 100 nodes x 8 GPUs in 10 blocks of 10 (800 GPUs), the
+#: 90th percentile of the GPUs the trace's jobs would hold at once on an unlimited cluster.
+FULL_CLUSTER: dict[str, Any] = {
+    "pools": [
+        {"name": "philly", "count": 100, "gpus": NODE_GPUS, "gpu_type": GPU_TYPE, "nodes_per_block": 10}
+    ]
+}
+
 _BASE = dt.datetime(1970, 1, 1)
 _UTC = dt.UTC
 
@@ -191,13 +199,16 @@ class PhillyFormat(WorkloadFormat):
             with gc_paused():
                 return build_jobs(rows, policy, tree, cluster)
 
+        whole = options.first == 0 and options.count is None
+
         def cluster() -> ClusterSource:
-            spec = {**WINDOW_CLUSTER, "epoch": epoch}
-            return ClusterSource(
-                spec,
-                f"{where}: default cluster",
-                ("cluster: the Philly default, 40 nodes x 8 GPUs in 4 blocks (320 GPUs)",),
-            )
+            if whole:
+                spec = {**FULL_CLUSTER, "epoch": epoch}
+                note = "cluster: the Philly default for the whole trace, 100 nodes x 8 GPUs in 10 blocks (800 GPUs)"
+            else:
+                spec = {**WINDOW_CLUSTER, "epoch": epoch}
+                note = "cluster: the Philly default for a window, 40 nodes x 8 GPUs in 4 blocks (320 GPUs)"
+            return ClusterSource(spec, f"{where}: default cluster", (note,))
 
         return LoadedWorkload(
             where=where,
