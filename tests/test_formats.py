@@ -211,7 +211,7 @@ def test_philly_jobs_over_8_gpus_are_gangs_of_8_gpu_nodes(tmp_path: Path) -> Non
 
 
 def test_philly_default_policy_shares_are_team_gpu_hours_and_cluster_is_40x8(tmp_path: Path) -> None:
-    inputs = philly(tmp_path)
+    inputs = philly(tmp_path, first=1)  # a window: the whole trace gets the larger default cluster
     policy = yaml.safe_load(inputs.policy_text)
     assert [(g["name"], g["share"]) for g in policy["tree"]] == [("teamA", 42), ("teamC", 2), ("teamB", 1)]
     assert set(policy["classes"]) == {"train"}
@@ -221,6 +221,12 @@ def test_philly_default_policy_shares_are_team_gpu_hours_and_cluster_is_40x8(tmp
     assert len(inputs.cluster.nodes) == 40 and inputs.cluster.total_gpus() == 320
     assert len({n.block for n in inputs.cluster.nodes}) == 4
     assert inputs.policy_text.startswith("# The philly loader's default policy")
+
+
+def test_the_whole_trace_gets_the_800_gpu_default_cluster(tmp_path: Path) -> None:
+    inputs = philly(tmp_path)
+    assert len(inputs.cluster.nodes) == 100 and inputs.cluster.total_gpus() == 800
+    assert len({n.block for n in inputs.cluster.nodes}) == 10
 
 
 def test_the_example_window_cluster_file_is_the_default_cluster() -> None:
