@@ -222,3 +222,23 @@ def test_protection_above_the_class_cap_is_capped_and_reported() -> None:
     out = replay(tiny_policy(), tiny_cluster(nodes=1), [job("j", 0, "a", "train", 1, 600, protected="5h")])
     sub = by_type(events_of(out), "submit")[0]
     assert sub["protected"] == 2 * H and sub["protected_capped"] is True
+
+
+def test_per_type_metrics_on_a_heterogeneous_fleet() -> None:
+    # H100 node (8 GPUs) and A100 node (8 GPUs, rate 0.5). a's job may only use A100; b's any type.
+    cluster = {
+        "pools": [
+            {"name": "h", "count": 1, "gpus": 8, "gpu_type": "H100"},
+            {"name": "g", "count": 1, "gpus": 8, "gpu_type": "A100"},
+        ]
+    }
+    jobs = [job("a0", 0, "a", "debug", 8, 3600, gpu_type="A100"), job("b0", 0, "b", "debug", 8, 3600)]
+    m = replay(tiny_policy(), cluster, jobs).result.metrics
+    assert m["gpu_types"]["A100"]["gpus"] == 8 and m["gpu_types"]["H100"]["gpus"] == 8
+    assert m["gpu_types"]["A100"]["allocated_gpu_h"] == pytest.approx(8.0)  # a0: 8 GPUs x 1 h
+    assert m["gpu_types"]["H100"]["allocated_gpu_h"] == pytest.approx(8.0)  # b0 lands on the H100 node
+    # a is the only group with demand for A100 capacity (rate 0.5 x 8 = 4/s): owed 4 GPU-eq h, got 4
+    assert m["groups"]["a"]["by_type"]["A100"]["delivered_gpu_h"] == pytest.approx(4.0)
+    assert m["groups"]["a"]["by_type"]["A100"]["share_delivery"] == pytest.approx(1.0)
+    assert m["groups"]["b"]["by_type"]["H100"]["delivered_gpu_h"] == pytest.approx(8.0)
+    assert m["groups"]["a"]["by_type"]["H100"]["owed_gpu_h"] == 0.0  # a cannot use H100

@@ -240,4 +240,4 @@ def compare(
                 str(folder) if folder else None,
             )
         )
-    return Comparison(inputs.name, inputs.description, tuple(results))
+    return Comparison(inputs.name, inputs.description, tuple(results), inputs.notes)

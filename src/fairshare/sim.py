@@ -142,6 +142,10 @@ class Simulator:
         self.leaf_pending_n = [0] * n
         self.node_pending = [0.0] * n
         k = len(self.fleet.index.types)
+        self.multi_type = k > 1
+        self.type_rep = [index.node_type.index(ty) for ty in range(k)]  # a node of each type
+        self.leaf_pending_t = np.zeros((k, n))
+        self.leaf_pending_n_t = np.zeros((k, n), dtype=np.int64)
         self.leaf_used_t = np.zeros((k, n))
         self.leaf_runs_t = np.zeros((k, n), dtype=np.int64)
         self.up = np.zeros((n, n))  # up[leaf, a] = 1 when a is the leaf or one of its ancestors
@@ -194,6 +198,12 @@ class Simulator:
             pending[a] = sum(pending[c] for c in children[a])
             used[a] = sum(used[c] for c in children[a])
 
+    def _type_charges(self, job: Job) -> list[tuple[int, float]]:
+        """(type id, charge on a node of that type) for every GPU type the job may use."""
+        index = self.fleet.index
+        ids = range(len(index.types)) if job.gpu_types is None else [index.type_id[t] for t in job.gpu_types]
+        return [(ty, job.charge_on(self.cluster.nodes[self.type_rep[ty]], self.rates)) for ty in ids]
+
     def _owed_used(self) -> tuple[list[float], list[float]]:
         """Owed rate (water-filling) and running charge of every tree node, now."""
         used = list(self.node_used)
@@ -214,9 +224,12 @@ class Simulator:
             rates[3] = rates[1]
             rates[4] = rates[0]
         else:
-            np.matmul(self.leaf_used_t, self.up, out=rates[3 : 3 + k])  # delivered per GPU type
-            share_t = np.array(fleet.cap_t) / cap if cap > 0 else np.zeros(k)
-            np.multiply.outer(share_t, rates[0], out=rates[3 + k :])  # owed split like the capacity
+            # per GPU type: delivered on it, and its capacity water-filled over the groups that
+            # have demand for it (runs on it, pending jobs that may use it)
+            np.matmul(self.leaf_used_t, self.up, out=rates[3 : 3 + k])
+            demand_t = (self.leaf_pending_t + self.leaf_used_t) @ self.up
+            for ty in range(k):
+                rates[3 + k + ty] = water_fill(self.tree, fleet.cap_t[ty], demand_t[ty].tolist(), self.shares)
         self.owed_vec = rates[0]
         self.used_vec = rates[1]
         self.ledger.set_rates(self.owed_vec, self.used_vec)
@@ -281,6 +294,10 @@ class Simulator:
         self.leaf_pending[job.leaf] += job.charge
         self.leaf_pending_n[job.leaf] += 1
         self._leaf_changed(job.leaf)
+        if self.multi_type:
+            for ty, c in self._type_charges(job):
+                self.leaf_pending_t[ty, job.leaf] += c
+                self.leaf_pending_n_t[ty, job.leaf] += 1
         self.pending_shapes[(job.gpu_types, job.gpus, job.nodes)] += 1
         if job.deadline is not None:
             st = self.states[job.id]
@@ -297,6 +314,11 @@ class Simulator:
 
     def _from_pending(self, job: Job) -> None:
         self.pending.remove(job)
+        if self.multi_type:
+            for ty, c in self._type_charges(job):
+                self.leaf_pending_n_t[ty, job.leaf] -= 1
+                left = self.leaf_pending_n_t[ty, job.leaf]
+                self.leaf_pending_t[ty, job.leaf] = self.leaf_pending_t[ty, job.leaf] - c if left else 0.0
         self.leaf_pending_n[job.leaf] -= 1
         # reset to an exact zero when empty, so float residue never reads as demand
         self.leaf_pending[job.leaf] = (

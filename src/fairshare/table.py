@@ -193,6 +193,24 @@ def _below(m: Mapping[str, Any]) -> str:
     return ", ".join(str(g) for g in groups) if groups else "none"
 
 
+def _type_rows(results: Sequence[ReplayResult], row: Callable[[str, Cell], Row]) -> list[Row]:
+    """Per GPU type (heterogeneous fleets only): occupancy, and each top-level group's share
+    delivery on that type (its owed split over types like the capacity)."""
+    types: list[str] = []
+    for r in results:
+        for ty in dig(r.metrics, "gpu_types") or {}:
+            if ty not in types:
+                types.append(ty)
+    if len(types) < 2:
+        return []
+    out = [Row("GPU types (occupancy; share delivery by type)", heading=True)]
+    for ty in types:
+        out.append(row(f"{ty} occupancy", _at(fmt_ratio_pct, "gpu_types", ty, "occupancy")))
+        for g in top_level_groups(results):
+            out.append(row(f"{ty} {g}", _at(fmt_ratio_pct, "groups", g, "by_type", ty, "share_delivery")))
+    return out
+
+
 def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
     """The comparison rows, one cell per result (policy), in a fixed order."""
     ms = [r.metrics for r in results]
@@ -222,6 +240,7 @@ def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
         row("occupancy", _at(fmt_ratio_pct, "occupancy")),
         row("fragmented GPU-h", _at(fmt_num, "fragmented_gpu_h")),
         row("unallocated %", _at(fmt_pct, "unallocated_pct")),
+        *_type_rows(results, row),
         Row("Deadlines and starvation", heading=True),
         row("deadlines met", _deadlines),
         row("longest wait", _at(fmt_duration, "starvation", "max_wait_s")),

@@ -204,7 +204,10 @@ class PhillyFormat(WorkloadFormat):
         def cluster() -> ClusterSource:
             if whole:
                 spec = {**FULL_CLUSTER, "epoch": epoch}
-                note = "cluster: the Philly default for the whole trace, 100 nodes x 8 GPUs in 10 blocks (800 GPUs)"
+                note = (
+                    "cluster: the Philly default for the whole trace, "
+                    "100 nodes x 8 GPUs in 10 blocks (800 GPUs)"
+                )
             else:
                 spec = {**WINDOW_CLUSTER, "epoch": epoch}
                 note = "cluster: the Philly default for a window, 40 nodes x 8 GPUs in 4 blocks (320 GPUs)"
