@@ -579,3 +579,16 @@ def test_real_openb_all_pods_replay_and_pass_the_checker(tmp_path: Path) -> None
     inputs = inputs_from_trace("openb")
     spec = OpenbCluster().read(path.parent / "openb_node_list_gpu_node.csv").spec
     _replay_and_check(tmp_path, inputs, spec)
+
+
+def test_philly_repeat_places_copies_back_to_back_at_the_same_rate(tmp_path: Path) -> None:
+    one = philly(tmp_path, first=1)
+    three = philly(tmp_path, first=1, repeat=3)
+    assert len(three.jobs) == 3 * len(one.jobs)
+    submits = [j.submit for j in one.jobs]
+    span = submits[-1] - submits[0]
+    period = span * len(submits) / (len(submits) - 1)
+    by_id = {j.id: j for j in three.jobs}
+    for j in one.jobs:
+        assert by_id[f"{j.id}-r2"].submit == pytest.approx(j.submit + 2 * period)
+        assert by_id[f"{j.id}-r1"].work == j.work and by_id[f"{j.id}-r1"].group == j.group

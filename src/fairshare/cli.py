@@ -180,6 +180,13 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
             help="Trace formats: clip run times to [MIN, MAX], e.g. 1s:24h (a side may be empty).",
         ),
         click.option(
+            "--repeat",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            help="Trace formats: replay the window N times back to back (same arrival rate).",
+        ),
+        click.option(
             "--rebase/--no-rebase",
             default=True,
             show_default=True,
@@ -191,7 +198,9 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _window_options(jobs_window: str | None, round_gpus: bool, clip: str | None, rebase: bool) -> Any:
+def _window_options(
+    jobs_window: str | None, round_gpus: bool, clip: str | None, rebase: bool, repeat: int = 1
+) -> Any:
     from ._units import parse_duration
     from .formats import TraceOptions
 
@@ -223,7 +232,9 @@ def _window_options(jobs_window: str | None, round_gpus: bool, clip: str | None,
             raise InputError("--clip-duration", clip, str(exc)) from None
         if lo is not None and hi is not None and hi < lo:
             raise InputError("--clip-duration", clip, "MAX is below MIN")
-    return TraceOptions(first=first, count=count, round_gpus=round_gpus, clip=(lo, hi), rebase=rebase)
+    return TraceOptions(
+        first=first, count=count, round_gpus=round_gpus, clip=(lo, hi), rebase=rebase, repeat=repeat
+    )
 
 
 def _file_inputs(
@@ -301,6 +312,7 @@ def compare(
     round_gpus: bool,
     clip_duration: str | None,
     rebase: bool,
+    repeat: int,
     policies: str,
     out: Path,
     require_gates: bool,
@@ -319,7 +331,7 @@ def compare(
 
     try:
         names = check_policies(policies.split(","))
-        options = _window_options(jobs_window, round_gpus, clip_duration, rebase)
+        options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         jobs: list[tuple[Path, Any]] = []
         if scenario is not None:
             if policy_path or cluster or workload or trace:
@@ -394,6 +406,7 @@ def replay(
     round_gpus: bool,
     clip_duration: str | None,
     rebase: bool,
+    repeat: int,
     policy_name: str,
     out: Path,
 ) -> None:
@@ -409,7 +422,7 @@ def replay(
 
     try:
         names = check_policies([policy_name])
-        options = _window_options(jobs_window, round_gpus, clip_duration, rebase)
+        options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         inputs = _file_inputs(
             "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options
         )

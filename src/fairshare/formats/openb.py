@@ -153,6 +153,8 @@ class OpenbPods(WorkloadFormat):
     def read(self, path: Path, options: TraceOptions) -> LoadedWorkload:
         table = read_table(path, POD_COLUMNS, "an openb pod list")
         where = table.where
+        if options.repeat != 1:
+            raise InputError(where, "", "--repeat is supported by the philly format only")
         ix = table.index
         opt = {c: ix.get(c) for c in POD_OPTIONAL}
         pods: list[tuple[int, float, dict[str, Any]]] = []  # (row, submit, values)

@@ -162,6 +162,16 @@ class PhillyFormat(WorkloadFormat):
                 gangs += 1
                 values["nodes"] = gang_nodes(g)
             records.append((lines[i], values))
+        if options.repeat > 1:
+            span = records[-1][1]["submit"] - records[0][1]["submit"] if records else 0.0
+            period = span * len(records) / max(1, len(records) - 1) if len(records) > 1 else 1.0
+            base = list(records)
+            for k in range(1, options.repeat):
+                for line, values in base:
+                    copy = dict(values)
+                    copy["job_id"] = f"{values['job_id']}-r{k}"
+                    copy["submit"] = values["submit"] + k * period
+                    records.append((line, copy))
         team_gpu_h = {t: v / 3600.0 for t, v in team_gpu_s.items()}
         epoch = _wall(t0).replace(" ", "T") + "Z"
         summary = [
@@ -169,6 +179,8 @@ class PhillyFormat(WorkloadFormat):
             f"{_wall(submit[order[0]])} .. {_wall(submit[order[-1]])}",
             f"replaying jobs {first}:{end} in submit order: {len(chosen):,} jobs, t = 0 at {_wall(t0)}",
         ]
+        if options.repeat > 1:
+            summary.append(f"repeated {options.repeat} times back to back: {len(records):,} jobs")
         if gangs:
             summary.append(f"{gangs:,} jobs of more than 8 GPUs run as gangs of 8-GPU nodes")
         if options.round_gpus:

@@ -30,6 +30,9 @@ class TraceOptions:
     clip          (min, max) seconds for each job's run time; None = no bound on that side
     rebase        shift arrivals so the window's first job arrives at t = 0 (False: t = 0 is the
                   first arrival of the whole file)
+    repeat        replay the window this many times back to back: copy k arrives k periods later,
+                  a period being the window's span plus one mean gap between arrivals, so the
+                  arrival rate (the load) stays the same; copies' job ids end in `-r<k>`
     """
 
     first: int = 0
@@ -37,6 +40,7 @@ class TraceOptions:
     round_gpus: bool = False
     clip: tuple[float | None, float | None] = (None, None)
     rebase: bool = True
+    repeat: int = 1
 
     def is_default(self) -> bool:
         return self == TraceOptions()
