@@ -176,6 +176,7 @@ class Simulator:
         self.finished = 0
         self.dirty = True
         self.rates_state: IntervalState | None = None
+        self.flushed = 0.0  # ledger and metrics are integrated up to here
         self.used_vec: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(n)
         self.owed_vec: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(n)
         self.owed_list: list[float] = [0.0] * n
@@ -272,15 +273,23 @@ class Simulator:
         return float(sum(free[ty] for ty in sorted(blocked)))
 
     def advance(self, t: float) -> None:
+        """Move the clock to t. Rates are constant between state changes, so integration into the
+        ledger and the metrics is deferred until the state changes or someone reads them."""
         if self.dirty or self.rates_state is None:
+            self._flush()
             self.rates_state = self._recompute()
             self.dirty = False
         if t > self.t:
-            self.ledger.advance(t)
-            if self.decay is not None:
-                self.decay.advance(t)
-            self.metrics.interval(self.t, t, self.rates_state)
             self.t = t
+
+    def _flush(self) -> None:
+        """Integrate the current rates over [last flush, now] into the ledger and the metrics."""
+        if self.t > self.flushed and self.rates_state is not None:
+            self.ledger.advance(self.t)
+            if self.decay is not None:
+                self.decay.advance(self.t)
+            self.metrics.interval(self.flushed, self.t, self.rates_state)
+        self.flushed = self.t
 
     # ------------------------------------------------------------------ events
     def _submit(self, job: Job) -> None:
@@ -459,6 +468,7 @@ class Simulator:
         owed, used = (
             self._owed_used() if self.dirty or self.rates_state is None else (self.owed_list, self.used_list)
         )
+        self._flush()  # the ledger's debt must be current
         snap = Snapshot(
             now=self.t,
             policy=self.policy,
@@ -545,6 +555,7 @@ class Simulator:
         if end is None:
             end = horizon if horizon is not None else self.t
         self.advance(end)
+        self._flush()
         self.emit({"t": end, "type": "end"})
         if self.progress is not None:
             self.progress(self.finished - processed)
