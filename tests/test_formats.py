@@ -538,9 +538,14 @@ def test_real_openb_pods_load_with_qos_classes_and_cpu_only_pods_counted() -> No
     assert len(inputs.cluster.nodes) == 1_213
 
 
-def _replay_and_check(tmp_path: Path, inputs: Any, cluster_spec: dict[str, Any]) -> None:
-    out = run_policy(inputs, "fairshare")
-    folder = tmp_path / "fairshare"
+def _replay_and_check(
+    tmp_path: Path, inputs: Any, cluster_spec: dict[str, Any], policy: str = "fairshare"
+) -> None:
+    """Invariants of the replay output, checked by the independent checker: no node over
+    capacity, whole gangs, no start on drained nodes, no preemption inside a protected window,
+    every finished job did exactly its work, metrics recomputed from events.jsonl agree."""
+    out = run_policy(inputs, policy)
+    folder = tmp_path / policy
     write_replay(folder, inputs.cluster, inputs.policy_text, out)
     res = run_checker(folder, yaml.safe_load(inputs.policy_text), cluster_spec)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
@@ -592,3 +597,21 @@ def test_philly_repeat_places_copies_back_to_back_at_the_same_rate(tmp_path: Pat
     for j in one.jobs:
         assert by_id[f"{j.id}-r2"].submit == pytest.approx(j.submit + 2 * period)
         assert by_id[f"{j.id}-r1"].work == j.work and by_id[f"{j.id}-r1"].group == j.group
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["fairshare", "slurm-multifactor", "priority-labels", "fifo"])
+def test_real_traces_hold_the_replay_invariants_under_every_policy(tmp_path: Path, policy: str) -> None:
+    philly_path = real_trace("philly")
+    options = TraceOptions(first=20_000, count=4_000, round_gpus=True, clip=(1.0, 86_400.0))
+    loaded = PhillyFormat().read(philly_path, options)
+    assert loaded.default_cluster is not None
+    _replay_and_check(
+        tmp_path / "philly",
+        inputs_from_trace("philly", options=options),
+        loaded.default_cluster().spec,
+        policy,
+    )
+    openb_path = real_trace("openb")
+    spec = OpenbCluster().read(openb_path.parent / "openb_node_list_gpu_node.csv").spec
+    _replay_and_check(tmp_path / "openb", inputs_from_trace("openb"), spec, policy)

@@ -279,8 +279,7 @@ class Simulator:
             self._flush()
             self.rates_state = self._recompute()
             self.dirty = False
-        if t > self.t:
-            self.t = t
+        self.t = max(self.t, t)
 
     def _flush(self) -> None:
         """Integrate the current rates over [last flush, now] into the ledger and the metrics."""
