@@ -105,7 +105,8 @@ def test_compare_trace_philly_with_the_example_window_cluster(tmp_path: Path, re
 def test_replay_trace_openb_reports_cpu_only_and_shared_gpu_pods(tmp_path: Path, real_traces: Path) -> None:
     code, out = invoke("replay", "--trace", "openb", "--jobs", "0:300", "--out", str(tmp_path))
     assert code == 0, out
-    assert "1,088 CPU-only pods not replayed" in out and "3,078 pods share a fraction of one GPU" in out
+    assert "1,088 CPU-only pods hold no GPU and are charged by their dominant CPU or memory share" in out
+    assert "3,078 pods share a fraction of one GPU" in out
     assert "1,213 GPU nodes, 6,212 GPUs" in out
     nodes = json.loads((tmp_path / "fairshare" / "cluster.json").read_text())
     assert len(nodes) == 1213 and sum(n["gpus"] for n in nodes) == 6212
@@ -150,7 +151,8 @@ def test_openb_workload_and_cluster_formats_from_any_folder(tmp_path: Path) -> N
         json.loads(x) for x in (tmp_path / "out" / "fairshare" / "events.jsonl").read_text().splitlines()
     ]
     submits = {e["job"]: e for e in events if e["type"] == "submit"}
-    assert set(submits) == {"p0", "p1", "p3", "p4"} and submits["p1"]["gpu_types"] == ["V100M16", "T4"]
+    assert set(submits) == {"p0", "p1", "p2", "p3", "p4"} and submits["p1"]["gpu_types"] == ["V100M16", "T4"]
+    assert submits["p2"]["gpus"] == 0  # CPU-only
     starts = {e["job"]: e for e in events if e["type"] == "start"}
     assert all(n.startswith(("V100M16-", "T4-")) for n in starts["p1"]["alloc"])
 

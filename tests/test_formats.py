@@ -396,12 +396,17 @@ def test_openb_cluster_errors_name_line_and_column(tmp_path: Path) -> None:
 def test_openb_pods_shared_gpus_specs_qos_classes_and_cpu_only_pods(tmp_path: Path) -> None:
     inputs = openb(tmp_path)
     by = {j.id: j for j in inputs.jobs}
-    assert [j.id for j in inputs.jobs] == ["p4", "p1", "p0", "p3"]  # by creation time; p2 has no GPU
+    assert [j.id for j in inputs.jobs] == ["p4", "p2", "p1", "p0", "p3"]  # by creation time
     assert by["p0"].gpus == 1 and by["p0"].cls == "BE" and by["p0"].group == "BE"  # 500 milli -> 1 GPU
     assert by["p0"].cpus == 4.0 and by["p0"].mem_gb == 8.0 and by["p0"].work == 1000.0
     assert by["p1"].gpu_types == ("V100M16", "T4") and by["p1"].work == 4990.0 and by["p1"].submit == 50.0
     assert by["p3"].gpu_types is None and by["p3"].gpus == 8 and by["p3"].work == 300.0  # pending
     assert by["p4"].work == 5.0 and by["p4"].cls == "Burstable"
+    # CPU-only p2 (2 CPUs, 4 GiB): no GPU; pending charge = its dominant share on the cheapest pool:
+    # G2 max(2/12, 4/48), V100M16 max(2/8, 4/32), T4 max(2/52, 4/256), each times the type's rate
+    dominant = {"G2": 2 / 12, "V100M16": 2 / 8, "T4": 2 / 52}
+    assert by["p2"].gpus == 0
+    assert by["p2"].charge == pytest.approx(min(RATES[t] * d for t, d in dominant.items()))
     assert {j.nodes for j in inputs.jobs} == {1}
     classes = inputs.policy.classes
     assert classes["BE"].resumable and not classes["LS"].resumable and classes["LS"].protected == 7200.0
@@ -409,7 +414,8 @@ def test_openb_pods_shared_gpus_specs_qos_classes_and_cpu_only_pods(tmp_path: Pa
     assert {g.name for g in inputs.policy.tree} == {"BE", "LS", "Guaranteed", "Burstable"}
     notes = "\n".join(inputs.notes)
     assert "1 pods share a fraction of one GPU" in notes and "one whole GPU" in notes
-    assert "1 CPU-only pods not replayed" in notes and "2 CPUs and 4 GiB requested" in notes
+    assert "1 CPU-only pods hold no GPU and are charged by their dominant CPU or memory share" in notes
+    assert "2 CPUs and 4 GiB requested" in notes
 
 
 def test_openb_cpu_only_totals_are_in_the_loader_stats(tmp_path: Path) -> None:
@@ -426,8 +432,8 @@ def test_openb_cpu_only_totals_are_in_the_loader_stats(tmp_path: Path) -> None:
 
 
 def test_openb_window_and_rounding(tmp_path: Path) -> None:
-    assert [j.id for j in openb(tmp_path, first=1, count=2).jobs] == ["p1", "p0"]
-    assert [j.submit for j in openb(tmp_path, first=1, count=2).jobs] == [0.0, 50.0]
+    assert [j.id for j in openb(tmp_path, first=2, count=2).jobs] == ["p1", "p0"]
+    assert [j.submit for j in openb(tmp_path, first=2, count=2).jobs] == [0.0, 50.0]
     pods = PODS.replace("p1,8000,16384,2,1000", "p1,8000,16384,3,1000")
     assert {j.id: j.gpus for j in openb(tmp_path, pods, round_gpus=True).jobs}["p1"] == 4
 
@@ -533,7 +539,8 @@ def test_real_openb_pods_load_with_qos_classes_and_cpu_only_pods_counted() -> No
     assert (s["pods_in_file"], s["gpu_pods"], s["cpu_only_pods"]) == (8_152, 7_064, 1_088)
     assert s["shared_gpu_pods"] == 3_078
     inputs = inputs_from_trace("openb")
-    assert len(inputs.jobs) == 7_064
+    assert len(inputs.jobs) == 8_152  # CPU-only pods too, with no GPU
+    assert sum(1 for j in inputs.jobs if j.gpus == 0) == 1_088
     assert {j.cls for j in inputs.jobs} == {"LS", "BE", "Burstable", "Guaranteed"}
     assert len(inputs.cluster.nodes) == 1_213
 

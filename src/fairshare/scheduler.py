@@ -154,8 +154,8 @@ class _Pass:
                 if s.owed[theirs] > EPS and not math.isinf(taker_after):
                     max_charge = self.used[theirs] - taker_after * s.owed[theirs] + EPS
             for r in runs.values():
-                if r.charge > max_charge:
-                    continue
+                if r.charge > max_charge or r.job.gpus == 0:
+                    continue  # too large to take, or holds no GPU (CPU-only: freeing it helps nobody)
                 if r.job.id in self.gone or s.now < r.protected_until - EPS:
                     continue
                 if my_state.preempted_by == r.job.id:

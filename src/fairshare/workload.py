@@ -167,12 +167,12 @@ class _Row:
             raise self.fail(key, f"must be >= {minimum:g}, got {v!r}")
         return x
 
-    def integer(self, key: str, *, required: bool = False) -> int | None:
+    def integer(self, key: str, *, required: bool = False, minimum: int = 1) -> int | None:
         x = self.number(key, required=required)
         if x is None:
             return None
-        if x != int(x) or x < 1:
-            raise self.fail(key, f"expected a whole number >= 1, got {self.values.get(key)!r}")
+        if x != int(x) or x < minimum:
+            raise self.fail(key, f"expected a whole number >= {minimum}, got {self.values.get(key)!r}")
         return int(x)
 
     def duration(self, key: str) -> float | None:
@@ -201,7 +201,10 @@ class _Row:
 class WorkloadBuilder:
     """Resolves raw rows into Jobs against a policy and a cluster."""
 
-    def __init__(self, policy: Policy, tree: TreeIndex, cluster: Cluster) -> None:
+    def __init__(self, policy: Policy, tree: TreeIndex, cluster: Cluster, min_gpus: int = 1) -> None:
+        """`min_gpus` 0 admits CPU-only jobs (trace loaders only: FORMATS.md workloads need >= 1);
+        they hold no GPU, run on one node and are charged by their dominant CPU or memory share."""
+        self.min_gpus = min_gpus
         self.policy, self.tree, self.cluster = policy, tree, cluster
         self.paths = tree.index()
         self.leafset = set(tree.leaves)
@@ -241,7 +244,7 @@ class WorkloadBuilder:
         if hit is not None:
             return hit
         if nodes is None:
-            nodes = self._gang_size(gpus, types)
+            nodes = self._gang_size(gpus, types) if gpus > 0 else 1
         if nodes is None:
             out: tuple[int | None, str | None, float] = (
                 None,
@@ -286,7 +289,7 @@ class WorkloadBuilder:
         want = f"type {'|'.join(types)}"
         given = nodes is not None
         if nodes is None:
-            nodes = self._gang_size(gpus, types)
+            nodes = self._gang_size(gpus, types) if gpus > 0 else 1
             if nodes is None:
                 return "gpus", (
                     f"a job of {gpus} GPUs fits no pool of {want}: a gang runs on one GPU type "
@@ -348,7 +351,7 @@ class WorkloadBuilder:
                 f"{_did_you_mean(cls_name, self.policy.classes)} "
                 f"(known: {', '.join(self.policy.classes)})",
             )
-        gpus = row.integer("gpus", required=True)
+        gpus = row.integer("gpus", required=True, minimum=self.min_gpus)
         assert gpus is not None
         work = row.number("work", required=True, positive=True)
         assert work is not None
@@ -496,8 +499,10 @@ def _jsonl_rows(path: Path) -> Iterator[_Row]:
             yield row
 
 
-def build_jobs(rows: Iterable[_Row], policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
-    b = WorkloadBuilder(policy, tree, cluster)
+def build_jobs(
+    rows: Iterable[_Row], policy: Policy, tree: TreeIndex, cluster: Cluster, min_gpus: int = 1
+) -> list[Job]:
+    b = WorkloadBuilder(policy, tree, cluster, min_gpus)
     jobs = [b.build(r, i) for i, r in enumerate(rows)]
     jobs.sort(key=lambda j: (j.submit, j.seq))
     # seq becomes the position in submit order (file order breaks ties): queues order by it

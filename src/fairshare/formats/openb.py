@@ -185,14 +185,14 @@ class OpenbPods(WorkloadFormat):
                     f"{'scheduled' if started > created else 'created'} ({started:g})",
                 )
             work = deleted - started
+            gpus = num_gpu
             if num_gpu == 0 and milli == 0:
+                # CPU-only: replayed with no GPU, charged by its dominant CPU or memory share
                 cpu_only += 1
                 cpu_only_cpus += cpus
                 cpu_only_mem += mem
                 cpu_only_cpu_s += cpus * work
                 cpu_only_mem_s += mem * work
-                continue
-            gpus = num_gpu
             if milli and milli < 1000 and num_gpu <= 1:
                 shared += 1
                 gpus = 1
@@ -202,7 +202,7 @@ class OpenbPods(WorkloadFormat):
             if work < 1.0:
                 floored += 1
                 work = 1.0
-            qos_gpu_s[qos] = qos_gpu_s.get(qos, 0.0) + gpus * work
+            qos_gpu_s[qos] = qos_gpu_s.get(qos, 0.0) + max(gpus, 1) * work
             values: dict[str, Any] = {
                 "job_id": cells[ix["name"]].strip(),
                 "submit": created,
@@ -220,7 +220,7 @@ class OpenbPods(WorkloadFormat):
                 values["mem_gb"] = mem
             pods.append((r, created, values))
         if not pods:
-            raise InputError(where, "", "the pod list has no pods with GPUs")
+            raise InputError(where, "", "the pod list has no pods")
         pods.sort(key=lambda p: p[1])
         first, end = window(len(pods), options, where)
         chosen = pods[first:end]
@@ -255,18 +255,18 @@ class OpenbPods(WorkloadFormat):
             if col in ix:
                 cols[key] = table.column(col)
         qos_gpu_h = {q: s / 3600.0 for q, s in qos_gpu_s.items()}
-        gpu_pods = len(pods)
+        gpu_pods = len(pods) - cpu_only
         summary = [
             f"openb: {len(table.rows):,} pods in {where}: {gpu_pods:,} with GPUs, {cpu_only:,} without",
-            f"replaying pods {first}:{end} with GPUs in submit order: {len(chosen):,} jobs",
+            f"replaying pods {first}:{end} in submit order: {len(chosen):,} jobs",
             f"{shared:,} pods share a fraction of one GPU (gpu_milli < 1000): each counts as one whole GPU",
         ]
         if cpu_only:
             summary.append(
-                f"{cpu_only:,} CPU-only pods not replayed (they occupy no GPU): "
-                f"{cpu_only_cpus:,.0f} CPUs and "
-                f"{cpu_only_mem:,.0f} GiB requested, {cpu_only_cpu_s / 3600:,.0f} CPU-hours and "
-                f"{cpu_only_mem_s / 3600:,.0f} GiB-hours over their lifetimes"
+                f"{cpu_only:,} CPU-only pods hold no GPU and are charged by their dominant CPU or memory "
+                f"share ({cpu_only_cpus:,.0f} CPUs and {cpu_only_mem:,.0f} GiB requested, "
+                f"{cpu_only_cpu_s / 3600:,.0f} CPU-hours and {cpu_only_mem_s / 3600:,.0f} GiB-hours); "
+                "CPU and memory capacity are not modelled, so they never wait"
             )
         if floored:
             summary.append(f"{floored:,} pod(s) that lived under 1 s run for 1 s")
@@ -298,7 +298,7 @@ class OpenbPods(WorkloadFormat):
         def jobs(policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
             rows = (TraceRow(where, line, values, cols) for line, values in records)
             with gc_paused():
-                return build_jobs(rows, policy, tree, cluster)
+                return build_jobs(rows, policy, tree, cluster, min_gpus=0)
 
         def default_cluster() -> ClusterSource:
             nodes = path.parent / NODE_LIST
