@@ -445,7 +445,7 @@ CASES = [
         Bad("cluster", "end: 3h", "end: 3x", "maintenance[0].end", "expected a duration"), id="drain-bad-time"
     ),
     pytest.param(
-        Bad("cluster", "end: 3h", "end: 1h", "maintenance[0].end", "before its deadline"),
+        Bad("cluster", "end: 3h", "end: 1h", "maintenance[0].end", "must end after its deadline"),
         id="drain-ends-before-deadline",
     ),
     pytest.param(

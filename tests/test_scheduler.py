@@ -242,3 +242,99 @@ def test_per_type_metrics_on_a_heterogeneous_fleet() -> None:
     assert m["groups"]["a"]["by_type"]["A100"]["share_delivery"] == pytest.approx(1.0)
     assert m["groups"]["b"]["by_type"]["H100"]["delivered_gpu_h"] == pytest.approx(8.0)
     assert m["groups"]["a"]["by_type"]["H100"]["owed_gpu_h"] == 0.0  # a cannot use H100
+
+
+def test_a_job_in_preemption_backoff_is_retried_even_if_nothing_else_happens() -> None:
+    # a1, a2 (group a) hold the 8-GPU node for 10 h; b1 arrives at 1740, inside their protection:
+    # no victims yet, so b1 backs off. The retry must get its own pass (grid of 5 min: 2100).
+    jobs = [
+        job("a1", 0, "a", "train", 4, 10 * H),
+        job("a2", 0, "a", "train", 4, 10 * H),
+        job("b1", 1740, "b", "train", 4, H),
+    ]
+    evs = events_of(replay(tiny_policy(), tiny_cluster(nodes=1), jobs))
+    pre = by_type(evs, "preempt")
+    assert pre and pre[0]["by"] == "b1" and 1800 <= pre[0]["t"] <= 1740 + 2 * 300
+
+
+def test_deadline_preemption_is_not_starved_by_the_fairness_attempt_cap() -> None:
+    # r1 past protection on n-000, r2 protected on n-001. Four infeasible 16-GPU deadline gangs
+    # come first; d5 (8 GPUs) can still meet its deadline by preempting r1 at once.
+    t = 3600.0
+    jobs = [job("r1", 0, "a", "train", 8, 10 * H), job("r2", t - 600, "a", "train", 8, 10 * H)]
+    jobs += [job(f"d{i}", t, "b", "eval", 16, 3 * 3600, deadline=t + 3 * 3600 + 300) for i in range(1, 5)]
+    jobs.append(job("d5", t, "b", "eval", 8, H, deadline=t + 4200))
+    pol = tiny_policy(classes={**tiny_policy()["classes"], "eval": {"protected": "10m", "resumable": False}})
+    out = replay(pol, tiny_cluster(nodes=2), jobs)
+    assert first_start(events_of(out), "d5") is not None
+    d5_start = first_start(events_of(out), "d5")
+    assert d5_start is not None and d5_start + H <= t + 4200
+
+
+def test_a_failed_shape_does_not_stop_another_group_from_preempting() -> None:
+    # Equal shares a, b, c; c holds the node with two 4-GPU runs. a1 (2 GPUs) is in backoff when b1
+    # (4 GPUs) arrives at 1800: b1 must still preempt one of c's runs then.
+    pol = tiny_policy(tree=[{"name": n, "share": 1} for n in ("a", "b", "c")])
+    jobs = [
+        job("c1", 0, "c", "train", 4, 10 * H),
+        job("c2", 0, "c", "train", 4, 10 * H),
+        job("a1", 1600, "a", "train", 2, H),
+        job("b1", 1800, "b", "train", 4, H),
+    ]
+    evs = events_of(replay(pol, tiny_cluster(nodes=1), jobs))
+    assert [p["by"] for p in by_type(evs, "preempt") if p["t"] == 1800.0] == ["b1"]
+
+
+def test_deadline_preemption_still_wakes_when_fair_share_preemption_is_off() -> None:
+    pol = tiny_policy(scheduling={"preemption": "none"})
+    jobs = [job("r1", 0, "a", "train", 8, 10 * H), job("d1", 600, "b", "eval", 1, H, deadline=5700)]
+    out = replay(pol, tiny_cluster(nodes=1), jobs)
+    assert [(p["reason"], p["t"]) for p in by_type(events_of(out), "preempt")] == [("deadline", 1800.0)]
+    assert out.result.metrics["deadlines"]["met"] == 1
+
+
+def test_a_replay_without_jobs_ends_at_zero_before_any_maintenance() -> None:
+    cluster = tiny_cluster(
+        nodes=1, maintenance=[{"nodes": ["n-000"], "start": "2h", "deadline": "2h", "end": "3h"}]
+    )
+    out = replay(tiny_policy(), cluster, [])
+    assert events_of(out) == [{"t": 0.0, "type": "end"}]
+
+
+@pytest.mark.parametrize(
+    ("maintenance", "where", "message"),
+    [
+        (
+            [{"nodes": ["n-000"], "start": "1h", "deadline": "2h", "end": "2h"}],
+            "maintenance[0].end",
+            "must end after its deadline",
+        ),
+        (
+            [
+                {"nodes": ["n-000"], "start": "1h", "deadline": "2h", "end": "5h"},
+                {"nodes": ["n-001", "n-000"], "start": "90m", "deadline": "10h", "end": "11h"},
+            ],
+            "maintenance[1].nodes[1]",
+            "overlapping maintenance windows",
+        ),
+    ],
+    ids=["end-at-deadline", "overlapping-windows"],
+)
+def test_maintenance_that_could_not_be_honoured_is_rejected(
+    maintenance: list[dict[str, Any]], where: str, message: str
+) -> None:
+    from fairshare.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        replay(
+            tiny_policy(), tiny_cluster(nodes=2, maintenance=maintenance), [job("j", 0, "a", "debug", 1, 60)]
+        )
+    assert err.value.at == where and message in err.value.message
+
+
+def test_stall_after_zero_is_rejected() -> None:
+    from fairshare.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        replay(tiny_policy(), tiny_cluster(nodes=1), [job("j", 0, "a", "train", 1, 600, stall_after=0)])
+    assert "stall_after" in err.value.at and "> 0" in err.value.message

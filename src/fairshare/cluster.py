@@ -137,6 +137,7 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
             )
     epoch = to_utc(spec.epoch) if spec.epoch is not None else EPOCH_DEFAULT
     index = {n.name: i for i, n in enumerate(nodes)}
+    windows: list[tuple[set[int], float, float | None]] = []
     drains: list[Maintenance] = []
     for di, d in enumerate(spec.maintenance):
         ids = []
@@ -162,8 +163,27 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
             raise InputError(where, f"maintenance[{di}].start", "a drain cannot start before t = 0")
         if deadline < start:
             raise InputError(where, f"maintenance[{di}].deadline", "the drain deadline is before its start")
-        if end is not None and end < deadline:
-            raise InputError(where, f"maintenance[{di}].end", "the drain ends before its deadline")
+        if end is not None and end <= deadline:
+            raise InputError(
+                where,
+                f"maintenance[{di}].end",
+                "the drain must end after its deadline (the node takes work again at `end`, before "
+                "the runs still on it would be preempted at the deadline)",
+            )
+        for ni, node in enumerate(ids):  # one maintenance at a time per node
+            for pi, (p_nodes, p_start, p_end) in enumerate(windows):
+                if (
+                    node in p_nodes
+                    and start < (p_end if p_end is not None else float("inf"))
+                    and (end is None or p_start < end)
+                ):
+                    raise InputError(
+                        where,
+                        f"maintenance[{di}].nodes[{ni}]",
+                        f"node {nodes[node].name} is already in maintenance[{pi}] at that time "
+                        "(overlapping maintenance windows on one node)",
+                    )
+        windows.append((set(ids), start, end))
         drains.append(Maintenance(tuple(ids), start, deadline, end))
     horizon = None
     if spec.horizon is not None:

@@ -59,7 +59,8 @@ class _Pass:
         self.preempts: list[Preempt] = []
         self.starts: list[Start] = []
         self.holds: list[Hold] = []
-        self.failed: list[Shape] = []
+        self.failed: list[Shape] = []  # shapes that could not be placed on free capacity
+        self.failed_in: dict[int, list[Shape]] = {}  # per leaf: shapes that could not start at all
         self.attempts = 0
         self.tried: str | None = None
         self.reservation: tuple[str, tuple[int, ...]] | None = None
@@ -127,6 +128,15 @@ class _Pass:
         s = self.s
         return priority(
             s.debt[node], s.owed[node], self.used[node], s.entitlement[node], self.sched.lookahead
+        )
+
+    def _may_preempt(self, job: Job, rule: str) -> bool:
+        """Whether `job` may try preemption under a fairness rule now: the rule allows it, the
+        pass has attempts left, and the job is not in backoff after finding no victims."""
+        return (
+            rule != "none"
+            and self.attempts < self.strategy.max_preempt_attempts
+            and self.s.states[job.id].preempt_retry_at <= self.s.now
         )
 
     def _candidates(self, job: Job, rule: str) -> list[tuple[float, str, RunView]]:
@@ -262,11 +272,10 @@ class _Pass:
         return victims_list, alloc, len(cands)
 
     def try_preempting(self, job: Job, rule: str, reason: PreemptReason, evidence: dict[str, Any]) -> bool:
-        if rule == "none" or self.attempts >= self.strategy.max_preempt_attempts:
-            return False
-        if rule != "any" and self.s.states[job.id].preempt_retry_at > self.s.now:
-            return False  # found no victims recently (backoff); deadlines are exempt
-        self.attempts += 1
+        if rule != "any" and not self._may_preempt(job, rule):
+            return False  # no rule, attempts used up, or in backoff; deadlines are exempt from both
+        if rule != "any":
+            self.attempts += 1
         self.tried = job.id
         found = self.find_victims(job, rule)
         if found is None:
@@ -368,12 +377,20 @@ class _Pass:
                 break
             qk, jid = nxt
             shape = qk[2]
-            if any(shape.dominates(f) for f in self.failed):
+            job = s.pending.jobs[jid]
+            # a shape at least as large as one that failed cannot be placed on free capacity, but
+            # this job may still make room by preemption (its group may be owed what another isn't);
+            # after a failure in its own leaf (same group, same exchange terms) it cannot either
+            dominated = any(shape.dominates(f) for f in self.failed)
+            same_leaf = any(shape.dominates(f) for f in self.failed_in.get(job.leaf, ()))
+            if dominated and (same_leaf or not self._may_preempt(job, rule)):
+                # later jobs of this leaf with this shape or larger are skipped too (FIFO within a
+                # leaf; and labels, which split queues, must not change the outcome)
+                self.failed_in.setdefault(job.leaf, []).append(shape)
                 order.failed(qk)
                 continue
-            job = s.pending.jobs[jid]
             ev = self._evidence(order, job)
-            alloc = place(self.view, jid, shape)
+            alloc = None if dominated else place(self.view, jid, shape)
             if alloc is not None:
                 self.start(job, alloc, ev)
                 order.started(qk)
@@ -398,7 +415,9 @@ class _Pass:
             ):
                 self.reserve(job, shape, ev)
             self.holds.append(Hold(jid, why, ev))
-            self.failed.append(shape)
+            if not dominated:
+                self.failed.append(shape)
+            self.failed_in.setdefault(job.leaf, []).append(shape)
             order.failed(qk)
             if self.attempts >= self.strategy.max_preempt_attempts:
                 borrowing = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -172,6 +173,7 @@ class Simulator:
         self.events: list[str] = []
         self.decisions: list[str] = []
         self.last_hold: dict[str, str] = {}
+        self.retry_wakes: set[float] = set()
         self.last_reservation: tuple[str, tuple[int, ...]] | None = None
         self.finished = 0
         self.dirty = True
@@ -367,7 +369,7 @@ class Simulator:
         if plan.stall_at is not None:
             self.push(plan.stall_at, WAKE, "stall", (job.id, token))
             self.push(plan.stall_at + job.max_stall, WAKE, "wake", None)
-        if self.strategy.victims != "none" and job.protected > 0:
+        if (self.strategy.victims != "none" or self.strategy.deadline_reservation) and job.protected > 0:
             self.push(plan.protected_until, WAKE, "wake", None)
         self.metrics.job_started(job.id, t)
         alloc_text = ", ".join(f"{_jstr(self.cluster.nodes[i].name)}: {g}" for i, g in alloc)
@@ -512,7 +514,12 @@ class Simulator:
         backoff = self.policy.scheduling.preempt_backoff
         for h in d.holds:
             if h.reason == "no_victims":
-                self.states[h.job].preempt_retry_at = self.t + backoff
+                # retries fall on a grid of `backoff`, so one pass serves every job due then
+                retry = (math.floor(self.t / backoff) + 2) * backoff if backoff > 0 else self.t
+                self.states[h.job].preempt_retry_at = retry
+                if retry not in self.retry_wakes:
+                    self.retry_wakes.add(retry)
+                    self.push(retry, WAKE, "wake", None)
             if self.last_hold.get(h.job) != h.reason:
                 self.last_hold[h.job] = h.reason
                 self._audit("hold", h.job, {"reason": h.reason, **h.evidence})
@@ -534,9 +541,9 @@ class Simulator:
         for ex in self.exceptions:
             self.push(ex.expires_t, DRAIN, "expiry", None)
         total = len(self.jobs)
-        end: float | None = None
+        end: float | None = 0.0 if total == 0 else None  # every job has finished: vacuously at t = 0
         processed = 0
-        while self.heap:
+        while self.heap and end is None:
             t = self.heap[0][0]
             if horizon is not None and t > horizon:
                 break

@@ -393,7 +393,7 @@ class WorkloadBuilder:
             checkpoint = cls.checkpoint
         if resumable and not (checkpoint and checkpoint > 0):
             raise row.fail("resumable", "a resumable job needs a checkpoint interval > 0")
-        stall_after = row.number("stall_after", minimum=0.0)
+        stall_after = row.number("stall_after", positive=True)
         return Job(
             id=job_id,
             submit=submit,
