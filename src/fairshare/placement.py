@@ -132,11 +132,19 @@ class Tentative:
         for i, g in alloc:
             self.overlay[i] = self.free(i) + g
 
-    def total_avail(self, job: str | None = None) -> int:
-        total = self.index.total_free()
+    def free_of_types(self, types: Iterable[int] | None = None) -> int:
+        """Free GPUs on nodes taking work, of these type ids (None: all), reservations ignored."""
+        index = self.index
+        ids = range(len(index.types)) if types is None else types
+        wanted = set(ids)
+        total = sum(index.free_of_type(t) for t in wanted)
         for i, f in self.overlay.items():
-            if self.index.available[i]:
-                total += f - self.index.free[i]
+            if index.available[i] and index.node_type[i] in wanted:
+                total += f - index.free[i]
+        return total
+
+    def total_avail(self, job: str | None = None) -> int:
+        total = self.free_of_types()
         if job != self.holder:
             total -= sum(min(g, self.free(i)) for i, g in self.held.items() if self.index.available[i])
         return total

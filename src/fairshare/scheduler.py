@@ -30,7 +30,6 @@ from .snapshot import (
     HoldReason,
     Preempt,
     PreemptReason,
-    QueueKey,
     RunView,
     Snapshot,
     Start,
@@ -352,14 +351,7 @@ class _Pass:
         return best[1] if best else ()
 
     def _avail_of(self, job: Job) -> int:
-        index = self.s.index
-        tys = self.shape_of(job).types
-        ids = range(len(index.types)) if tys is None else tys
-        total = sum(index.free_of_type(t) for t in ids)
-        for i, f in self.view.overlay.items():
-            if index.available[i] and index.node_type[i] in ids:
-                total += f - index.free[i]
-        return total
+        return self.view.free_of_types(self.shape_of(job).types)
 
     # ------------------------------------------------------------------ phase 3
     def ordered(self) -> None:
@@ -464,4 +456,4 @@ def decide(snap: Snapshot, strategy: Strategy) -> Decisions:
     return p.result()
 
 
-__all__ = ["QueueKey", "decide"]
+__all__ = ["decide"]
