@@ -15,7 +15,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pytest
 
-from fairshare.report import render_report, write_report
+from fairshare.report import ChartPool, render_report, write_report
 from fairshare.results import Comparison, ReplayResult, Series
 
 GROUPS = ("product", "research", "infra")
@@ -251,6 +251,23 @@ def test_identical_bytes_across_processes(tmp_path: pathlib.Path) -> None:
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
     assert (tmp_path / "x.html").read_bytes() == (tmp_path / "y.html").read_bytes()
+
+
+def test_charts_drawn_by_a_worker_process_are_the_same_bytes() -> None:
+    comparisons = [_comparison(), _empty_comparison()]
+    inline = render_report(comparisons)
+    with ChartPool(workers=1) as pool:
+        assert pool.workers == 1
+        drawn_by_worker = render_report(comparisons, pool=pool)
+    assert drawn_by_worker == inline
+    assert drawn_by_worker.count("<svg") == 8
+
+
+def test_report_module_does_not_import_matplotlib() -> None:
+    """The CLI imports fairshare.report up front; matplotlib (~0.5 s) waits until a chart is drawn."""
+    code = "import sys, fairshare.report; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_empty_series_and_waits_render_placeholders(tmp_path: pathlib.Path) -> None:

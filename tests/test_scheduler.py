@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -33,6 +34,40 @@ def test_under_served_group_preempts_a_loan_only_when_its_protected_window_ends(
     # train: startup 60 s, progress 1740 s < first checkpoint at 1800 s -> all 1800 GPU-s lost
     assert pre[0]["lost_gpu_s"] == pytest.approx(1800.0)
     assert first_start(evs, "b0") == 1800.0
+
+
+def _pass_times(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Record the time of every scheduling pass (every call of the core) in the replays that follow."""
+    from fairshare import sim
+
+    times: list[float] = []
+    real = sim.decide
+
+    def recording(snap: Any, strategy: Any) -> Any:
+        times.append(snap.now)
+        return real(snap, strategy)
+
+    monkeypatch.setattr(sim, "decide", recording)
+    return times
+
+
+def test_protection_end_gets_a_pass_only_when_the_run_could_be_a_victim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Eight runs of a fill the node at t=7 (protected until 1807, off the 5-min retry grid); a's
+    # ninth job waits. a alone has demand: owed the whole node, it is not over-served, so nothing
+    # can preempt its runs when their protection ends and no pass is spent at 1807.
+    times = _pass_times(monkeypatch)
+    alone = [job(f"a{i}", 7, "a", "train", 1, 10 * H) for i in range(9)]
+    replay(tiny_policy(), tiny_cluster(nodes=1), alone)
+    assert times and 1807.0 not in times
+    # with b waiting since t=60, a holds a loan: the protection end is a pass, and b preempts in it
+    times.clear()
+    evs = events_of(
+        replay(tiny_policy(), tiny_cluster(nodes=1), [*alone, job("b0", 60, "b", "debug", 1, 600)])
+    )
+    assert 1807.0 in times
+    assert [(e["t"], e["by"]) for e in by_type(evs, "preempt")] == [(1807.0, "b0")]
 
 
 def test_fifo_never_preempts_for_fairness() -> None:
@@ -272,17 +307,22 @@ def test_deadline_preemption_is_not_starved_by_the_fairness_attempt_cap() -> Non
 
 
 def test_a_failed_shape_does_not_stop_another_group_from_preempting() -> None:
-    # Equal shares a, b, c; c holds the node with two 4-GPU runs. a1 (2 GPUs) is in backoff when b1
-    # (4 GPUs) arrives at 1800: b1 must still preempt one of c's runs then.
-    pol = tiny_policy(tree=[{"name": n, "share": 1} for n in ("a", "b", "c")])
+    # Shares a 1, b 4, c 4 on one 8-GPU node; c holds it with two 4-GPU runs (past protection at
+    # 1800). At 1850 a1 (2 GPUs) finds no victims: owed 1.6 of a's 2 GPUs of demand, taking a 4-GPU
+    # run would leave c (4 / 6.4 owed) worse served than a (2 / 1.6), so a1 backs off. At 1900 b1
+    # (4 GPUs) arrives: a1 goes first in the pass, fails again (its 2-GPU shape fails), and b1, whose
+    # shape is larger, must still preempt: owed 3.56, b after (4 / 3.56) = c after (4 / 3.56).
+    pol = tiny_policy(tree=[{"name": "a", "share": 1}, {"name": "b", "share": 4}, {"name": "c", "share": 4}])
     jobs = [
         job("c1", 0, "c", "train", 4, 10 * H),
         job("c2", 0, "c", "train", 4, 10 * H),
-        job("a1", 1600, "a", "train", 2, H),
-        job("b1", 1800, "b", "train", 4, H),
+        job("a1", 1850, "a", "train", 2, H),
+        job("b1", 1900, "b", "train", 4, H),
     ]
-    evs = events_of(replay(pol, tiny_cluster(nodes=1), jobs))
-    assert [p["by"] for p in by_type(evs, "preempt") if p["t"] == 1800.0] == ["b1"]
+    out = replay(pol, tiny_cluster(nodes=1), jobs)
+    assert [p["by"] for p in by_type(events_of(out), "preempt") if p["t"] == 1900.0] == ["b1"]
+    at_1900 = [json.loads(d) for d in out.decisions if json.loads(d)["t"] == 1900.0]
+    assert ("hold", "a1", "no_capacity") in [(d["decision"], d["job"], d.get("reason")) for d in at_1900]
 
 
 def test_deadline_preemption_still_wakes_when_fair_share_preemption_is_off() -> None:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,9 +16,13 @@ from ._validation import load_yaml, validate
 from .errors import InputError
 from .policy import Policy, TreeIndex
 from .results import Comparison
+
+if TYPE_CHECKING:
+    from .runner import Inputs
 from .strategies import STRATEGIES
 
 DEFAULT_POLICIES = "fairshare,priority-labels,fifo"
+CHART_WORKER_MIN_JOBS = 2000  # jobs x policies: below this the replays are too short to hide a worker's start
 
 
 def _fail(exc: InputError) -> None:
@@ -323,7 +327,7 @@ def compare(
     (philly, openb) or a trace file (--workload PATH --workload-format philly|openb), whose loader
     supplies the cluster and policy you do not give. See docs/traces.md.
     """
-    from .report import write_report
+    from .report import ChartPool, write_report
     from .runner import check_policies, inputs_from_scenario
     from .runner import compare as run_compare
     from .scenarios import SCENARIOS
@@ -332,7 +336,7 @@ def compare(
     try:
         names = check_policies(policies.split(","))
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
-        jobs: list[tuple[Path, Any]] = []
+        jobs: list[tuple[Path, Inputs]] = []
         if scenario is not None:
             if policy_path or cluster or workload or trace:
                 raise InputError(
@@ -344,25 +348,30 @@ def compare(
                     raise InputError(
                         "--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})"
                     )
-                jobs.append((out / s, lambda s=s: inputs_from_scenario(SCENARIOS[s](seed))))
+                jobs.append((out / s, inputs_from_scenario(SCENARIOS[s](seed))))
         else:
             inputs = _file_inputs(
                 "compare", trace, policy_path, cluster, workload, workload_format, cluster_format, options
             )
             _echo_notes(inputs.notes)
-            jobs.append((out, lambda: inputs))
-        comparisons: list[Comparison] = []
-        for folder, make in jobs:
-            inputs = make()
-            with _progress(f"{inputs.name:<18}", len(inputs.jobs) * len(names)) as bar:
-                comp = run_compare(inputs, names, folder, bar)
-            comparisons.append(comp)
-            click.echo(format_comparison(comp))
-            click.echo("")
+            jobs.append((out, inputs))
     except InputError as exc:
         _fail(exc)
-    out.mkdir(parents=True, exist_ok=True)
-    write_report(out / "report.html", comparisons)
+    # a chart worker starts now and imports matplotlib while the replays run, unless they are short
+    replayed = sum(len(inputs.jobs) for _, inputs in jobs) * len(names)
+    with ChartPool(None if replayed >= CHART_WORKER_MIN_JOBS else 0) as pool:
+        comparisons: list[Comparison] = []
+        try:
+            for folder, inputs in jobs:
+                with _progress(f"{inputs.name:<18}", len(inputs.jobs) * len(names)) as bar:
+                    comp = run_compare(inputs, names, folder, bar)
+                comparisons.append(comp)
+                click.echo(format_comparison(comp))
+                click.echo("")
+        except InputError as exc:
+            _fail(exc)
+        out.mkdir(parents=True, exist_ok=True)
+        write_report(out / "report.html", comparisons, pool=pool)
     click.echo(f"wrote {out / 'report.html'}")
     if require_gates:
         failed = [

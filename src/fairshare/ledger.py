@@ -104,18 +104,35 @@ class Ledger:
             raise ValueError("window must be > 0 and buckets >= 2")
         self.width = window / buckets
         self.n_buckets = buckets
-        self.owed_ring: Vec = np.zeros((buckets, n_nodes))
-        self.deliv_ring: Vec = np.zeros((buckets, n_nodes))
-        self.owed_sum: Vec = np.zeros(n_nodes)
-        self.deliv_sum: Vec = np.zeros(n_nodes)
-        self.owed_rate: Vec = np.zeros(n_nodes)
-        self.deliv_rate: Vec = np.zeros(n_nodes)
+        # owed and delivered side by side (row 0 and row 1), so each step is one array operation
+        self.ring: Vec = np.zeros((buckets, 2, n_nodes))
+        self.sums: Vec = np.zeros((2, n_nodes))
+        self.rate: Vec = np.zeros((2, n_nodes))
         self.t = start
         self.bucket = int(start // self.width)
 
+    @property
+    def owed_ring(self) -> Vec:
+        view: Vec = self.ring[:, 0]
+        return view
+
+    @property
+    def deliv_ring(self) -> Vec:
+        view: Vec = self.ring[:, 1]
+        return view
+
+    @property
+    def owed_sum(self) -> Vec:
+        view: Vec = self.sums[0]
+        return view
+
+    @property
+    def deliv_sum(self) -> Vec:
+        view: Vec = self.sums[1]
+        return view
+
     def set_rates(self, owed: Sequence[float] | Vec, delivered: Sequence[float] | Vec) -> None:
-        self.owed_rate = np.asarray(owed, dtype=np.float64)
-        self.deliv_rate = np.asarray(delivered, dtype=np.float64)
+        self.rate = np.array([owed, delivered], dtype=np.float64)
 
     def advance(self, t: float) -> None:
         """Integrate the current rates from the ledger's time to t, rolling buckets as it goes."""
@@ -132,13 +149,9 @@ class Ledger:
             stop = min(t, edge)
             dt = stop - self.t
             if dt > 0:
-                slot = self.bucket % self.n_buckets
-                o = self.owed_rate * dt
-                d = self.deliv_rate * dt
-                self.owed_ring[slot] += o
-                self.deliv_ring[slot] += d
-                self.owed_sum += o
-                self.deliv_sum += d
+                add = self.rate * dt
+                self.ring[self.bucket % self.n_buckets] += add
+                self.sums += add
             self.t = stop
             if t < edge:
                 return
@@ -148,22 +161,19 @@ class Ledger:
         """Move to bucket `target`, dropping buckets that leave the window."""
         steps = target - self.bucket
         if steps >= self.n_buckets:
-            self.owed_ring[:] = 0.0
-            self.deliv_ring[:] = 0.0
-            self.owed_sum[:] = 0.0
-            self.deliv_sum[:] = 0.0
+            self.ring[:] = 0.0
+            self.sums[:] = 0.0
         else:
             for b in range(self.bucket + 1, target + 1):
                 slot = b % self.n_buckets
-                self.owed_sum -= self.owed_ring[slot]
-                self.deliv_sum -= self.deliv_ring[slot]
-                self.owed_ring[slot] = 0.0
-                self.deliv_ring[slot] = 0.0
+                self.sums -= self.ring[slot]
+                self.ring[slot] = 0.0
         self.bucket = target
 
     def debt(self) -> Vec:
         """Window debt per node (owed − delivered), GPU-equivalent seconds."""
-        return self.owed_sum - self.deliv_sum
+        debt: Vec = self.sums[0] - self.sums[1]
+        return debt
 
     def owed_in_window(self) -> Vec:
         return self.owed_sum.copy()

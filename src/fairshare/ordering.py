@@ -7,6 +7,7 @@ that cannot be placed means no later job of the same shape can be either).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Sequence
 
@@ -87,21 +88,26 @@ def label_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
 class DebtOrder:
     """fairshare: walk the tree from the top, at each level into the child with the highest
     priority (fairness.priority) that still has jobs to try; ties go to the earlier node in the
-    policy file. Within a leaf, submit order over its queues (labels are ignored)."""
+    policy file. Within a leaf, submit order over its queues (labels are ignored).
+
+    Each level's children are ranked once per pass (priority descending, policy-file order on
+    ties) and re-ranked only when a start or preemption changes the usage below that level."""
 
     def __init__(self, snap: Snapshot, skip: set[str], used: list[float]) -> None:
         self.snap, self.tree, self.used = snap, snap.tree, used
         self.lookahead = snap.policy.scheduling.lookahead
         self.cursor = QueueCursor(snap.pending, skip)
         self.live_keys: dict[int, list[QueueKey]] = {
-            leaf: sorted(keys, key=lambda k: (k[1], k[2].per_node, k[2].nodes, k[2].types or ()))
-            for leaf, keys in snap.pending.by_leaf.items()
+            leaf: list(keys) for leaf, keys in snap.pending.by_leaf.items()
         }
         self.live: list[int] = [0] * len(self.tree.paths)
         for leaf in self.live_keys:
             for a in self.tree.leaf_ancestors[leaf]:
                 self.live[a] += 1
         self.prios: dict[int, float] = {}  # computed on first use, dropped when `used` changes
+        # parent (-1: the top level) -> its children as (-priority, position, node), sorted
+        self.ranked: dict[int, list[tuple[float, int, int]]] = {}
+        self.entry: dict[int, tuple[float, int, int]] = {}  # node -> its entry in its level's ranking
         self.current: tuple[QueueKey, str] | None = None
         self.walk: list[tuple[int, int | None]] = []  # (chosen, runner-up) per level, for evidence
 
@@ -126,38 +132,54 @@ class DebtOrder:
         ]
 
     def used_changed(self, leaf: int) -> None:
+        """The leaf's usage changed in the pass: its and its ancestors' priorities are recomputed
+        and each is moved to its new place in its level's ranking (the others keep theirs)."""
+        parent, prios, entry = self.tree.parent, self.prios, self.entry
         for a in self.tree.leaf_ancestors[leaf]:
-            self.prios.pop(a, None)
+            prios.pop(a, None)
+            ranked = self.ranked.get(parent[a])
+            if ranked is not None:
+                old = entry[a]
+                del ranked[bisect.bisect_left(ranked, old)]
+                new = entry[a] = (-self.prio(a), old[1], a)
+                bisect.insort(ranked, new)
 
-    def _pick(self, ids: Sequence[int]) -> tuple[int, int | None]:
-        best = runner = None
-        best_p = runner_p = 0.0
-        for i in ids:
-            if self.live[i] <= 0:
-                continue
-            p = self.prio(i)
-            if best is None or p > best_p:
-                best, runner, best_p, runner_p = i, best, p, best_p
-            elif runner is None or p > runner_p:
-                runner, runner_p = i, p
+    def _pick(self, parent: int, ids: Sequence[int]) -> tuple[int, int | None]:
+        """The live child with the highest priority and the runner-up (None when it is alone)."""
+        ranked = self.ranked.get(parent)
+        if ranked is None:
+            prio, entry = self.prio, self.entry
+            for k, i in enumerate(ids):
+                entry[i] = (-prio(i), k, i)
+            ranked = self.ranked[parent] = sorted(entry[i] for i in ids)
+        best: int | None = None
+        live = self.live
+        for _, _, i in ranked:
+            if live[i] > 0:
+                if best is not None:
+                    return best, i
+                best = i
         assert best is not None
-        return best, runner
+        return best, None
 
     def next(self) -> tuple[QueueKey, str] | None:
+        children = self.tree.children
         while True:
             if not self.live_keys:
                 return None
             ids: Sequence[int] = self.tree.top
+            parent = -1
             self.walk = []
             while True:
-                node, runner = self._pick(ids)
+                node, runner = self._pick(parent, ids)
                 self.walk.append((node, runner))
-                if not self.tree.children[node]:
+                if not children[node]:
                     break
-                ids = self.tree.children[node]
+                parent, ids = node, children[node]
             best: tuple[int, QueueKey, str] | None = None
+            head = self.cursor.head
             for qk in self.live_keys[node]:
-                h = self.cursor.head(qk)
+                h = head(qk)
                 if h is not None and (best is None or h[0] < best[0]):
                     best = (h[0], qk, h[1])
             if best is None:

@@ -1,31 +1,35 @@
 """One self-contained HTML report comparing policies: tables plus inline SVG charts.
 
-No network: no external scripts, styles, fonts or images; every chart is SVG written by matplotlib's
-Agg-backed pyplot. The output is byte-identical for the same input (fixed SVG hash salt, no dates).
+No network: no external scripts, styles, fonts or images; every chart is SVG written by matplotlib
+(fairshare.charts, imported only when a chart is drawn). The output is byte-identical for the same
+input (fixed SVG hash salt, no dates), whether the charts are drawn in this process or, with a
+ChartPool, in worker processes started while the replays run.
 """
 
 from __future__ import annotations
 
 import html
-import io
-import math
+import multiprocessing
+import os
 import pathlib
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
-
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
+from collections.abc import Callable, Sequence
+from multiprocessing.pool import Pool
+from types import TracebackType
 
 from fairshare.results import Comparison, ReplayResult
-from fairshare.table import NA, Row, class_names, metric_rows
+from fairshare.table import NA, Row, metric_rows
+
+WAIT_FLOOR_S = 10.0  # waits below this are drawn at it on the log-scale wait chart
+CHART_CAPTIONS: dict[str, str] = {  # chart name (fairshare.charts.CHARTS) -> caption, in page order
+    "waits": "Wait to first start by class: the share of jobs (y) that had started within a "
+    f"given wait (x, log scale; waits under {WAIT_FLOOR_S:g}s drawn at {WAIT_FLOOR_S:g}s). "
+    "Further left and higher is better.",
+    "delivery": "Delivered (solid) vs owed (dashed) GPU-equivalents per top-level group over "
+    "time, one panel per policy. Solid below dashed = the group got less than its share.",
+    "occupancy": "Occupancy: share of available GPUs allocated over time.",
+    "lost_work": "GPU-hours of work lost to preemption per top-level group.",
+}
 
 POLICY_DESCRIPTIONS = {
     "fairshare": "rolling-window debt ordering with execution contracts: the group furthest below its share "
@@ -37,48 +41,6 @@ POLICY_DESCRIPTIONS = {
     "may preempt a lower one once its protected window has passed.",
     "slurm-multifactor": "Slurm-style multifactor priority: half-life decayed fair-share plus job age.",
 }
-_POLICY_COLORS = {
-    "fairshare": "#1f77b4",
-    "fifo": "#7f7f7f",
-    "priority-labels": "#ff7f0e",
-    "slurm-multifactor": "#9467bd",
-}
-_SPARE_COLORS = ("#2ca02c", "#d62728", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
-_GROUP_COLORS = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
-_RC: dict[Any, Any] = {
-    "svg.hashsalt": "fairshare-report",
-    "svg.fonttype": "none",
-    "font.size": 10.0,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "legend.frameon": False,
-}
-_WAIT_FLOOR_S = 10.0
-_WAIT_TICKS = (
-    (10, "10s"),
-    (60, "1m"),
-    (300, "5m"),
-    (900, "15m"),
-    (3600, "1h"),
-    (4 * 3600, "4h"),
-    (86400, "1d"),
-    (4 * 86400, "4d"),
-    (14 * 86400, "2w"),
-    (60 * 86400, "60d"),
-)
 _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#222;margin:0;background:#fafafa}
 main{max-width:1100px;margin:auto;padding:1em 1.5em 3em}
@@ -95,22 +57,86 @@ figcaption{color:#555;font-size:13px} .muted{color:#666}
 """.strip()
 
 
+def _draw(name: str, results: Sequence[ReplayResult], prefix: str) -> str:
+    from fairshare.charts import chart_svg  # matplotlib: imported where a chart is drawn
+
+    return chart_svg(name, results, prefix)
+
+
+def _warm_up() -> None:
+    from fairshare.charts import warm_up
+
+    warm_up()
+
+
+class ChartPool:
+    """Worker processes that draw the report's charts, started before the replays run.
+
+    Importing matplotlib and drawing the charts take about a second; started early, the workers
+    import it while the replays run on another core and then draw the charts in parallel. A
+    context manager: leaving it stops the workers. With `workers` 0 (the default on one CPU) the
+    charts are drawn in this process instead. Workers are spawned, so a script that uses a pool must
+    guard its entry point with `if __name__ == "__main__":` (multiprocessing's rule).
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        # one CPU stays with the replay: more workers than spare CPUs slow it down while they start
+        n = min(2, (os.cpu_count() or 1) - 1) if workers is None else workers
+        self.workers = max(0, n)
+        self._pool: Pool | None = None
+        if n > 0:
+            self._pool = multiprocessing.get_context("spawn").Pool(n, initializer=_warm_up)
+
+    def draw(self, name: str, results: Sequence[ReplayResult], prefix: str) -> Callable[[], str]:
+        """Start drawing one chart; the returned function waits for its SVG."""
+        if self._pool is None:
+            svg = _draw(name, results, prefix)
+            return lambda: svg
+        pending = self._pool.apply_async(_draw, (name, results, prefix))
+        return pending.get
+
+    def __enter__(self) -> ChartPool:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._pool is not None:
+            self._pool.terminate()  # every chart asked for has been received by now
+            self._pool.join()
+
+
 def write_report(
-    path: pathlib.Path, comparisons: Sequence[Comparison], title: str = "fairshare policy comparison"
+    path: pathlib.Path,
+    comparisons: Sequence[Comparison],
+    title: str = "fairshare policy comparison",
+    pool: ChartPool | None = None,
 ) -> None:
     """Write one self-contained HTML report with a section per comparison (scenario)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(comparisons, title), encoding="utf-8")
+    path.write_text(render_report(comparisons, title, pool), encoding="utf-8")
 
 
-def render_report(comparisons: Sequence[Comparison], title: str = "fairshare policy comparison") -> str:
-    """The report as an HTML string (what `write_report` writes)."""
+def render_report(
+    comparisons: Sequence[Comparison],
+    title: str = "fairshare policy comparison",
+    pool: ChartPool | None = None,
+) -> str:
+    """The report as an HTML string (what `write_report` writes); charts drawn by `pool` if given."""
     esc = html.escape
     ids = [
         f"s{i + 1}-{re.sub(r'[^A-Za-z0-9_-]+', '-', c.scenario).strip('-')}"
         for i, c in enumerate(comparisons)
     ]
+    # every chart is requested before any is waited for, so workers draw them in parallel
+    drawing = pool or ChartPool(workers=0)
+    svgs = {
+        (sid, name): drawing.draw(name, c.results, f"{sid}-c{k}-")
+        for c, sid in zip(comparisons, ids, strict=True)
+        if c.results
+        for k, name in enumerate(CHART_CAPTIONS)
+    }
     parts = [
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -131,7 +157,10 @@ def render_report(comparisons: Sequence[Comparison], title: str = "fairshare pol
         )
     else:
         parts.append('<p class="muted">No scenarios were compared.</p>')
-    parts += [_section(c, sid) for c, sid in zip(comparisons, ids, strict=True)]
+    parts += [
+        _section(c, sid, {name: svgs[(sid, name)]() for name in CHART_CAPTIONS} if c.results else {})
+        for c, sid in zip(comparisons, ids, strict=True)
+    ]
     parts.append("</main>\n</body>\n</html>\n")
     return "\n".join(parts)
 
@@ -159,7 +188,7 @@ def _intro(comparisons: Sequence[Comparison]) -> str:
     )
 
 
-def _section(c: Comparison, sid: str) -> str:
+def _section(c: Comparison, sid: str, svgs: dict[str, str]) -> str:
     esc = html.escape
     out = [f'<section id="{sid}">\n<h2>{esc(c.scenario)}</h2>']
     if c.description:
@@ -171,28 +200,8 @@ def _section(c: Comparison, sid: str) -> str:
         return "\n".join(out)
     rows = metric_rows(c.results)
     out += [_verdict(c, rows), _table(rows, [r.policy for r in c.results])]
-    charts = (
-        (
-            _wait_cdf,
-            "Wait to first start by class: the share of jobs (y) that had started within a "
-            f"given wait (x, log scale; waits under {_WAIT_FLOOR_S:g}s drawn at {_WAIT_FLOOR_S:g}s). "
-            "Further left and higher is better.",
-        ),
-        (
-            _delivery,
-            "Delivered (solid) vs owed (dashed) GPU-equivalents per top-level group over "
-            "time, one panel per policy. Solid below dashed = the group got less than its share.",
-        ),
-        (_occupancy, "Occupancy: share of available GPUs allocated over time."),
-        (_lost_work, "GPU-hours of work lost to preemption per top-level group."),
-    )
-    for k, (chart, caption) in enumerate(charts):
-        fig = chart(c.results)
-        try:
-            svg = _svg(fig, f"{sid}-c{k}-")
-        finally:
-            plt.close(fig)
-        out.append(f"<figure>\n{svg}\n<figcaption>{esc(caption)}</figcaption>\n</figure>")
+    for name, caption in CHART_CAPTIONS.items():
+        out.append(f"<figure>\n{svgs[name]}\n<figcaption>{esc(caption)}</figcaption>\n</figure>")
     out.append("</section>")
     return "\n".join(out)
 
@@ -236,179 +245,3 @@ def _table(rows: Sequence[Row], policies: Sequence[str]) -> str:
 
 
 # ---- charts -------------------------------------------------------------------------------------
-
-
-@contextmanager
-def _style() -> Iterator[None]:
-    with matplotlib.rc_context(_RC):
-        yield
-
-
-def _svg(fig: Figure, prefix: str) -> str:
-    """Inline SVG markup of a figure; element ids prefixed so several SVGs can share one page."""
-    buf = io.StringIO()
-    with _style():
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    text = buf.getvalue()
-    text = text[text.index("<svg") :]
-    text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, flags=re.S)
-    ids = set(re.findall(r'\bid="([^"]+)"', text))
-    return re.sub(
-        r'(\bid="|url\(#|href="#)([^")]+)',
-        lambda m: m.group(1) + (prefix + m.group(2) if m.group(2) in ids else m.group(2)),
-        text,
-    )
-
-
-def _colors(results: Sequence[ReplayResult]) -> list[str]:
-    spare = iter(_SPARE_COLORS * (1 + len(results) // len(_SPARE_COLORS)))
-    return [_POLICY_COLORS.get(r.policy) or next(spare) for r in results]
-
-
-def _empty(ax: Axes, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#777")
-
-
-def _grid(n: int, ncols: int, height: float) -> tuple[Figure, list[Axes]]:
-    cols, rows = max(1, min(n, ncols)), max(1, math.ceil(n / ncols))
-    with _style():
-        fig, axes = plt.subplots(
-            rows, cols, figsize=(10.0, height * rows), layout="constrained", squeeze=False
-        )
-    flat: list[Axes] = [ax for line in axes for ax in line]
-    for ax in flat[max(n, 1) :]:
-        ax.set_visible(False)
-    return fig, flat
-
-
-def _wait_cdf(results: Sequence[ReplayResult]) -> Figure:
-    classes = class_names(results) or ["(no classes)"]
-    colors = _colors(results)
-    fig, axes = _grid(len(classes), 3, 3.2)
-    with _style():
-        finite = [w for r in results for ws in r.waits.values() for w in ws if math.isfinite(w)]
-        longest = max([*finite, 3600.0])
-        ticks = [(v, label) for v, label in _WAIT_TICKS if v <= longest * 1.5]
-        for ax, cls in zip(axes, classes, strict=False):
-            ax.set_title(cls)
-            drawn = False
-            for r, color in zip(results, colors, strict=True):
-                waits = sorted(max(_WAIT_FLOOR_S, w) for w in r.waits.get(cls, ()) if math.isfinite(w))
-                if waits:
-                    ys = [(i + 1) / len(waits) for i in range(len(waits))]
-                    ax.step([_WAIT_FLOOR_S, *waits], [0.0, *ys], where="post", color=color, label=r.policy)
-                    drawn = True
-            ax.set_xscale("log")
-            ax.set_xlim(_WAIT_FLOOR_S, longest * 1.5)
-            ax.set_xticks([v for v, _ in ticks], [label for _, label in ticks])
-            ax.minorticks_off()
-            ax.set_ylim(0, 1.02)
-            ax.set_xlabel("wait to first start")
-            if not drawn:
-                _empty(ax, "no jobs")
-        axes[0].set_ylabel("fraction of jobs started")
-        fig.legend(
-            handles=_policy_handles(results, colors), loc="outside lower center", ncols=min(len(results), 6)
-        )
-    return fig
-
-
-def _policy_handles(results: Sequence[ReplayResult], colors: Sequence[str]) -> list[Line2D]:
-    return [Line2D([], [], color=c, label=r.policy) for r, c in zip(results, colors, strict=True)]
-
-
-def _time_axis(results: Sequence[ReplayResult]) -> tuple[float, str]:
-    end = max([t for r in results for t in r.series.t[-1:]] + [0.0])
-    return (86400.0, "days since start") if end > 3 * 86400 else (3600.0, "hours since start")
-
-
-def _top_groups(names: Sequence[str]) -> list[str]:
-    return sorted(g for g in names if "/" not in g)
-
-
-def _delivery(results: Sequence[ReplayResult]) -> Figure:
-    scale, xlabel = _time_axis(results)
-    groups = _top_groups(
-        list(dict.fromkeys(g for r in results for g in (*r.series.owed, *r.series.delivered)))
-    )
-    color = {g: _GROUP_COLORS[i % len(_GROUP_COLORS)] for i, g in enumerate(groups)}
-    fig, axes = _grid(len(results), 2, 3.4)
-    with _style():
-        for ax, r in zip(axes, results, strict=False):
-            ax.set_title(r.policy)
-            xs = [t / scale for t in r.series.t]
-            drawn = False
-            for g in groups:
-                for values, style in ((r.series.delivered.get(g, ()), "-"), (r.series.owed.get(g, ()), "--")):
-                    n = min(len(xs), len(values))
-                    if n:
-                        ax.plot(xs[:n], values[:n], style, color=color[g], linewidth=1.4)
-                        drawn = True
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel("GPU-equivalents")
-            ax.set_ylim(bottom=0)
-            if not drawn:
-                _empty(ax, "no samples")
-        handles = [Line2D([], [], color=color[g], label=g) for g in groups]
-        handles += [
-            Line2D([], [], color="#444", linestyle="-", label="delivered"),
-            Line2D([], [], color="#444", linestyle="--", label="owed"),
-        ]
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 7))
-    return fig
-
-
-def _occupancy(results: Sequence[ReplayResult]) -> Figure:
-    scale, xlabel = _time_axis(results)
-    colors = _colors(results)
-    with _style():
-        fig, ax = plt.subplots(figsize=(10.0, 3.2), layout="constrained")
-        drawn = False
-        for r, c in zip(results, colors, strict=True):
-            n = min(len(r.series.t), len(r.series.occupancy))
-            if n:
-                ax.plot(
-                    [t / scale for t in r.series.t[:n]],
-                    [100 * v for v in r.series.occupancy[:n]],
-                    color=c,
-                    linewidth=1.4,
-                    label=r.policy,
-                )
-                drawn = True
-        ax.set_ylim(0, 102)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("occupancy %")
-        if drawn:
-            fig.legend(
-                handles=_policy_handles(results, colors),
-                loc="outside lower center",
-                ncols=min(len(results), 6),
-            )
-        else:
-            _empty(ax, "no samples")
-    return fig
-
-
-def _lost_work(results: Sequence[ReplayResult]) -> Figure:
-    groups = _top_groups(list(dict.fromkeys(g for r in results for g in r.lost_gpu_h)))
-    colors = _colors(results)
-    with _style():
-        fig, ax = plt.subplots(figsize=(10.0, 3.2), layout="constrained")
-        width = 0.8 / max(1, len(results))
-        for i, (r, c) in enumerate(zip(results, colors, strict=True)):
-            xs = [j + (i - (len(results) - 1) / 2) * width for j in range(len(groups))]
-            values = [r.lost_gpu_h.get(g, 0.0) for g in groups]
-            bars = ax.bar(xs, values, width, color=c, label=r.policy)
-            if len(groups) * len(results) <= 24:
-                ax.bar_label(bars, [f"{v:.1f}" if v else "" for v in values], fontsize=8, padding=2)
-        ax.set_xticks(range(len(groups)), groups)
-        ax.set_ylabel("GPU-hours lost")
-        ax.grid(axis="x", visible=False)
-        ax.margins(y=0.15)
-        if not groups:
-            _empty(ax, "no groups")
-        elif not any(r.lost_gpu_h.get(g) for r in results for g in groups):
-            _empty(ax, "no work lost to preemption")
-        else:
-            fig.legend(loc="outside lower center", ncols=min(len(results), 6))
-    return fig

@@ -61,6 +61,7 @@ class _Pass:
         self.failed: list[Shape] = []  # shapes that could not be placed on free capacity
         self.failed_in: dict[int, list[Shape]] = {}  # per leaf: shapes that could not start at all
         self.attempts = 0
+        self.lost: dict[str, float] = {}  # job id -> lost work if preempted now (victim search)
         self.tried: str | None = None
         self.reservation: tuple[str, tuple[int, ...]] | None = None
         self.sched = snap.policy.scheduling
@@ -131,11 +132,30 @@ class _Pass:
 
     def _may_preempt(self, job: Job, rule: str) -> bool:
         """Whether `job` may try preemption under a fairness rule now: the rule allows it, the
-        pass has attempts left, and the job is not in backoff after finding no victims."""
+        pass has attempts left, and the job is not in backoff after finding no victims (backoff
+        ends early when a run left its protected window since: a new candidate victim)."""
+        if rule == "none" or self.attempts >= self.strategy.max_preempt_attempts:
+            return False
+        st = self.s.states[job.id]
+        if st.preempt_retry_at <= self.s.now:
+            return True
+        failed = st.preempt_failed_at
+        return any(
+            t > failed and leaf != job.leaf and (rule != "over_served" or self._may_take_side(job, leaf))
+            for leaf, t in enumerate(self.s.victims_at)
+        )
+
+    def _may_take_side(self, job: Job, leaf: int) -> bool:
+        """Whether the fair-share exchange could let `job` take a run of `leaf` at all: the victim's
+        side is over-served, below the taker's side in priority, and stays at least as well served
+        as the taker would be (a victim of zero charge; the real charge only makes it harder)."""
+        mine, theirs = self._sides(job.leaf, leaf)
+        owed = self.s.owed
         return (
-            rule != "none"
-            and self.attempts < self.strategy.max_preempt_attempts
-            and self.s.states[job.id].preempt_retry_at <= self.s.now
+            self._prio(theirs) < self._prio(mine)
+            and self.used[theirs] > owed[theirs] + EPS
+            and service_ratio(self.used[theirs], owed[theirs])
+            >= service_ratio(self.used[mine] + job.charge, owed[mine])
         )
 
     def _candidates(self, job: Job, rule: str) -> list[tuple[float, str, RunView]]:
@@ -149,14 +169,9 @@ class _Pass:
             if rule == "over_served":
                 if leaf == job.leaf:
                     continue
-                mine, theirs = self._sides(job.leaf, leaf)
-                if (
-                    not self._prio(theirs) < self._prio(mine)
-                    or self.used[theirs] <= s.owed[theirs] + EPS
-                    or service_ratio(self.used[theirs], s.owed[theirs])
-                    < service_ratio(self.used[mine] + job.charge, s.owed[mine])
-                ):
+                if not self._may_take_side(job, leaf):
                     continue  # even a victim of zero charge could not satisfy may_take_from
+                mine, theirs = self._sides(job.leaf, leaf)
                 # the largest victim charge the exchange condition allows on its own:
                 # (U_v - c) / O_v >= R_t  <=>  c <= U_v - R_t * O_v   (O_v > 0 here: U_v > O_v >= 0)
                 taker_after = service_ratio(self.used[mine] + job.charge, s.owed[mine])
@@ -173,10 +188,18 @@ class _Pass:
                     continue
                 if allowed is not None and s.index.nodes[r.alloc[0][0]].gpu_type not in allowed:
                     continue
-                lost = lost_gpu_s(r.job, r.t0, s.now, r.overhead, r.kept, r.stall_done, r.job.gpus)
-                out.append((lost, r.job.id, r))
+                out.append((self._lost(r), r.job.id, r))
         out.sort(key=lambda c: (c[0], c[1]))
         return out[: self.strategy.max_victim_candidates]
+
+    def _lost(self, r: RunView) -> float:
+        """GPU-seconds `r` would lose if preempted now (computed once per pass per run)."""
+        lost = self.lost.get(r.job.id)
+        if lost is None:
+            lost = self.lost[r.job.id] = lost_gpu_s(
+                r.job, r.t0, self.s.now, r.overhead, r.kept, r.stall_done, r.job.gpus
+            )
+        return lost
 
     def _allowed_victim(self, job: Job, r: RunView, taken: dict[int, float]) -> bool:
         """The fair-share exchange condition, with what this selection already took from each side."""
@@ -250,13 +273,7 @@ class _Pass:
                 best = (total, ty, sorted(victims.values(), key=lambda r: r.job.id))
         if best is None or not best[2]:
             return None
-        victims_list = sorted(
-            best[2],
-            key=lambda r: (
-                lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.kept, r.stall_done, r.job.gpus),
-                r.job.id,
-            ),
-        )
+        victims_list = sorted(best[2], key=lambda r: (self._lost(r), r.job.id))
         if rule == "over_served":
             taken: dict[int, float] = {}
             if not all(self._allowed_victim(job, r, taken) for r in victims_list):

@@ -8,6 +8,7 @@ the call: the scheduler never mutates them (a test checks it) and never reads a 
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -49,9 +50,14 @@ class JobState:
     pending_since: float = 0.0
     preempted_by: str | None = None  # the job that last preempted this one
     preempt_retry_at: float = 0.0  # after finding no victims, fair-share preemption waits until then
+    preempt_failed_at: float = -math.inf  # when it last found no victims
 
 
 QueueKey = tuple[int, int, Shape]  # (leaf, label rank, shape)
+
+
+def _key_order(k: QueueKey) -> tuple[int, int, int, tuple[int, ...]]:
+    return (k[1], k[2].per_node, k[2].nodes, k[2].types or ())
 
 
 @dataclass
@@ -62,7 +68,8 @@ class PendingQueues:
     """
 
     queues: dict[QueueKey, list[tuple[int, str]]] = field(default_factory=dict)
-    by_leaf: dict[int, set[QueueKey]] = field(default_factory=dict)
+    # per leaf: its queue keys in a fixed order (label rank, then shape), kept sorted on change
+    by_leaf: dict[int, list[QueueKey]] = field(default_factory=dict)
     jobs: dict[str, Job] = field(default_factory=dict)
     shape_of: dict[str, QueueKey] = field(default_factory=dict)
 
@@ -75,7 +82,7 @@ class PendingQueues:
         q = self.queues.get(key)
         if q is None:
             q = self.queues[key] = []
-            self.by_leaf.setdefault(job.leaf, set()).add(key)
+            bisect.insort(self.by_leaf.setdefault(job.leaf, []), key, key=_key_order)
         bisect.insort(q, (job.seq, job.id))
         self.jobs[job.id] = job
         self.shape_of[job.id] = key
@@ -89,7 +96,7 @@ class PendingQueues:
         if not q:
             del self.queues[key]
             leaf_keys = self.by_leaf[job.leaf]
-            leaf_keys.discard(key)
+            leaf_keys.remove(key)
             if not leaf_keys:
                 del self.by_leaf[job.leaf]
 
@@ -117,6 +124,10 @@ class Snapshot:
     hung: Sequence[str] = ()  # running jobs that have stopped making progress
     deadline_queue: Sequence[tuple[float, int, str]] = ()  # pending deadline jobs by latest start
     decayed_usage: Sequence[float] = ()  # half-life decayed usage per tree node (slurm-multifactor)
+    # per tree node (leaves): the latest time one of its runs left its protected window while it
+    # could be a victim; a job in preemption backoff whose group may take from that leaf, and that
+    # found no victims before then, may look again at once (empty: no such times)
+    victims_at: Sequence[float] = ()
 
 
 @dataclass(frozen=True, slots=True)
