@@ -62,6 +62,7 @@ class _Pass:
         self.failed_in: dict[int, list[Shape]] = {}  # per leaf: shapes that could not start at all
         self.attempts = 0
         self.lost: dict[str, float] = {}  # job id -> lost work if preempted now (victim search)
+        self.prios: dict[int, float] = {}  # tree node -> priority with the pass's usage (cleared on change)
         self.tried: str | None = None
         self.reservation: tuple[str, tuple[int, ...]] | None = None
         self.sched = snap.policy.scheduling
@@ -70,6 +71,7 @@ class _Pass:
     def _adjust_used(self, leaf: int, delta: float) -> None:
         for a in self.s.tree.leaf_ancestors[leaf]:
             self.used[a] += delta
+        self.prios.clear()
 
     def preempt(self, r: RunView, reason: PreemptReason, by: str | None, evidence: dict[str, Any]) -> None:
         lost = lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.kept, r.stall_done, r.job.gpus)
@@ -125,10 +127,13 @@ class _Pass:
         return up_a[i], up_b[i]
 
     def _prio(self, node: int) -> float:
-        s = self.s
-        return priority(
-            s.debt[node], s.owed[node], self.used[node], s.entitlement[node], self.sched.lookahead
-        )
+        p = self.prios.get(node)
+        if p is None:
+            s = self.s
+            p = self.prios[node] = priority(
+                s.debt[node], s.owed[node], self.used[node], s.entitlement[node], self.sched.lookahead
+            )
+        return p
 
     def _may_preempt(self, job: Job, rule: str) -> bool:
         """Whether `job` may try preemption under a fairness rule now: the rule allows it, the
@@ -152,8 +157,8 @@ class _Pass:
         mine, theirs = self._sides(job.leaf, leaf)
         owed = self.s.owed
         return (
-            self._prio(theirs) < self._prio(mine)
-            and self.used[theirs] > owed[theirs] + EPS
+            self.used[theirs] > owed[theirs] + EPS
+            and self._prio(theirs) < self._prio(mine)
             and service_ratio(self.used[theirs], owed[theirs])
             >= service_ratio(self.used[mine] + job.charge, owed[mine])
         )
