@@ -282,3 +282,34 @@ def test_fits_with_respects_holds_and_the_pass_overlay() -> None:
     assert fits_with(view, "j", single(8), {}) is None
     assert fits_with(view, "gang", single(8), {}) == ((1, 8),)
     assert view.free(0) == 0  # the overlay is not changed by the trial
+
+
+# --- reservations: which nodes a waiting job holds
+def _pass_on(index: FreeIndex) -> object:
+    """A scheduling pass reduced to what choosing reserved nodes reads: the index and its view."""
+    from types import SimpleNamespace
+
+    from fairshare.scheduler import _Pass
+
+    p = _Pass.__new__(_Pass)
+    p.s = SimpleNamespace(index=index)  # type: ignore[assignment]
+    p.view = Tentative(index)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("free", "taken_in_pass", "shape", "held"),
+    [
+        pytest.param([8, 4, 2], {}, single(8), (0,), id="fullest-node"),
+        pytest.param([8, 4, 2], {0: 6}, single(8), (1,), id="a start earlier in the pass counts"),
+        pytest.param([8, 8, 2], {0: 8}, gang(2), (1, 2), id="gang: the two fullest in the view"),
+        pytest.param([8, 4, 4], {}, single(8), (0,), id="ties-lowest-index-first"),
+    ],
+)
+def test_reservation_holds_the_nodes_with_most_free_gpus_in_the_pass_view(
+    free: list[int], taken_in_pass: dict[int, int], shape: Shape, held: tuple[int, ...]
+) -> None:
+    index = index_with_free(pool("n", 3, 4), free)
+    p = _pass_on(index)
+    p.view.take(tuple(taken_in_pass.items()))  # type: ignore[attr-defined]
+    assert p._hold_nodes(None, shape) == held  # type: ignore[attr-defined]

@@ -356,20 +356,28 @@ class _Pass:
             ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
 
     def _hold_nodes(self, job: Job, shape: Shape) -> tuple[int, ...]:
-        """The k nodes of one allowed type with the most free GPUs (ties: lowest index)."""
-        index = self.s.index
+        """The k nodes of one allowed type with the most free GPUs in the pass's view (starts and
+        preemptions made earlier in the pass included; ties: lowest index); of the types, the one
+        whose k nodes have the most free GPUs in total (ties: the first type)."""
+        index, view = self.s.index, self.view
         best: tuple[int, tuple[int, ...]] | None = None
         for ty in shape.types if shape.types is not None else range(len(index.types)):
-            picked: list[int] = []
+            # nodes the pass changed, plus enough of the others from the fullest buckets down
+            changed = [i for i in view.overlay if index.available[i] and index.node_type[i] == ty]
+            ranked = [(-view.free(i), i) for i in changed]
+            need = shape.nodes + len(changed)
             for bucket in reversed(index.buckets[ty]):
-                picked.extend(sorted(bucket)[: shape.nodes - len(picked)])
-                if len(picked) >= shape.nodes:
+                if need <= 0:
                     break
-            if len(picked) < shape.nodes:
+                fresh = sorted(i for i in bucket if i not in view.overlay)[:need]
+                ranked.extend((-view.free(i), i) for i in fresh)
+                need -= len(fresh)
+            if len(ranked) < shape.nodes:
                 continue
-            total = sum(self.view.free(i) for i in picked)
+            picked = sorted(ranked)[: shape.nodes]
+            total = -sum(f for f, _ in picked)
             if best is None or total > best[0]:
-                best = (total, tuple(sorted(picked)))
+                best = (total, tuple(sorted(i for _, i in picked)))
         return best[1] if best else ()
 
     def _avail_of(self, job: Job) -> int:
