@@ -894,3 +894,26 @@ def test_jsonl_and_csv_rows_agree_on_errors(tmp_path: Path) -> None:
     result = run("check", files.policy, "--cluster", files.cluster, "--workload", jsonl)
     assert_input_error(result, "jobs.jsonl", "line 2, key nodes", "16 GPUs do not divide evenly over 3 nodes")
     assert json.loads(WORKLOAD_JSONL.splitlines()[1])["nodes"] == 2
+
+
+@pytest.mark.parametrize(
+    ("columns", "row", "nodes"),
+    [
+        pytest.param("gpus,gpu_type", "8,H100", 1, id="gpus-alone-one-node"),
+        pytest.param("gpus,gpu_type,cpus", "8,H100,300", 2, id="cpus-need-two-nodes"),
+        pytest.param("gpus,gpu_type,mem_gb", "8,H100,5000", 4, id="memory-needs-four-nodes"),
+        pytest.param("gpus,gpu_type,cpus,nodes", "8,H100,200,1", 1, id="given-nodes-kept"),
+    ],
+)
+def test_default_gang_size_is_the_fewest_nodes_that_hold_gpus_cpus_and_memory(
+    tmp_path: Path, columns: str, row: str, nodes: int
+) -> None:
+    # h100 nodes: 8 GPUs, 224 CPUs, 2048 GB. 300 CPUs need 2 nodes (150 each); 5000 GB need 4
+    # (1250 each; 3 nodes do not divide 8 GPUs evenly)
+    files = write_inputs(tmp_path)
+    files.workload.write_text(
+        f"job_id,submit,group,class,work,{columns}\nj1,0,product/serving,train,60,{row}\n"
+    )
+    pol = load_policy(files.policy)
+    (job,) = load_workload(files.workload, pol, TreeIndex.build(pol.tree), load_cluster(files.cluster, pol))
+    assert job.nodes == nodes

@@ -222,18 +222,27 @@ class WorkloadBuilder:
         self.seen: set[str] = set()
         self._fit_cache: dict[tuple[Any, ...], tuple[int | None, str | None, float]] = {}
 
-    def _gang_size(self, gpus: int, types: list[str]) -> int | None:
-        best: int | None = None
-        for ty in types:
-            kinds = self.kinds_by_type[ty]
-            for size in sorted({n.gpus for n, _ in kinds}):
-                k = -(-gpus // size)
-                while k <= gpus and gpus % k:
-                    k += 1
-                fits = sum(c for n, c in kinds if n.gpus >= gpus // k)
-                if k <= fits and (best is None or k < best):
-                    best = k
-        return best
+    def _gang_size(
+        self, gpus: int, types: list[str], cpus: float | None = None, mem: float | None = None
+    ) -> int | None:
+        """The fewest nodes of one allowed type that hold the job (FORMATS.md default `nodes`):
+        k divides `gpus` and at least k nodes of the type each have gpus/k GPUs, and cpus/k CPUs
+        and mem/k GB when the job gives them. None when no gang size fits."""
+        for k in range(1, gpus + 1):
+            if gpus % k:
+                continue
+            per = gpus // k
+            for ty in types:
+                holding = sum(
+                    c
+                    for n, c in self.kinds_by_type[ty]
+                    if n.gpus >= per
+                    and (not cpus or not n.cpus or cpus / k <= n.cpus)
+                    and (not mem or not n.mem_gb or mem / k <= n.mem_gb)
+                )
+                if holding >= k:
+                    return k
+        return None
 
     def _fit(
         self, gpus: int, nodes: int | None, types: list[str], cpus: float | None, mem: float | None
@@ -244,7 +253,7 @@ class WorkloadBuilder:
         if hit is not None:
             return hit
         if nodes is None:
-            nodes = self._gang_size(gpus, types) if gpus > 0 else 1
+            nodes = self._gang_size(gpus, types, cpus, mem) if gpus > 0 else 1
         if nodes is None:
             out: tuple[int | None, str | None, float] = (
                 None,
