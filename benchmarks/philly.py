@@ -1,0 +1,99 @@
+"""Philly trace benchmark: the issue's real-trace speed targets, end to end through the CLI.
+
+    .venv/bin/python benchmarks/philly.py               # the window and the whole trace, best of 3
+    .venv/bin/python benchmarks/philly.py --repeat 5 --with-16x
+
+Each command runs as its own process (the `fairshare` next to this Python), timed from start to exit;
+peak RSS is the process's own (`wait4`; a report's chart worker is a separate process and not
+counted). The trace is read in place from $FAIRSHARE_TRACES (default ../shared/traces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+WINDOW = ["--trace", "philly", "--jobs", "20000:36000", "--round-gpus", "--clip-duration", "1s:24h"]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: list[str]
+    target: str
+    limit_s: float | None  # None: judged against another case (16x)
+
+
+CASES = [
+    Case(
+        "window, compare --policies fairshare",
+        ["compare", *WINDOW, "--policies", "fairshare"],
+        "< 2.5 s",
+        2.5,
+    ),
+    Case("whole trace, replay", ["replay", "--trace", "philly"], "< 15 s, < 1 GiB", 15.0),
+]
+REPEAT_16 = Case(
+    "whole trace x16, replay --repeat 16", ["replay", "--trace", "philly", "--repeat", "16"], "", None
+)
+
+
+def run_once(args: list[str], out: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one CLI run."""
+    exe = Path(sys.executable).with_name("fairshare")
+    start = time.perf_counter()
+    proc = subprocess.Popen([str(exe), *args, "--out", str(out)], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"fairshare {' '.join(args)} failed with exit code {proc.returncode}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per command; the fastest is reported")
+    ap.add_argument("--with-16x", action="store_true", help="also replay the trace 16 times over (~4 min)")
+    args = ap.parse_args(argv)
+    load1, _, _ = os.getloadavg()
+    print(
+        f"# Philly benchmark — {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
+        f"load average {load1:.2f}"
+    )
+    rows: list[tuple[Case, list[float], float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = [*CASES, REPEAT_16] if args.with_16x else CASES
+        for case in cases:
+            runs = [
+                run_once(case.args, Path(tmp) / "out")
+                for _ in range(1 if case.limit_s is None else args.repeat)
+            ]
+            walls = [w for w, _ in runs]
+            rows.append((case, walls, max(r for _, r in runs)))
+            print(f"{case.name}: {', '.join(f'{w:.2f}' for w in walls)} s", flush=True)
+    whole = min(rows[1][1])
+    print("\n| command | runs (s) | best (s) | peak RSS (MiB) | target | met |")
+    print("|---|---|---:|---:|---|---|")
+    for case, walls, rss in rows:
+        best = min(walls)
+        if case.limit_s is None:
+            limit = 16 * whole * 1.25
+            target, met = f"< 16 x {whole:.1f} s + 25 % = {limit:.0f} s", best < limit
+        else:
+            target, met = case.target, best < case.limit_s and rss < 1024
+        print(
+            f"| `{' '.join(case.args)}` | {', '.join(f'{w:.2f}' for w in walls)} | {best:.2f} | {rss:,.0f} "
+            f"| {target} | {'yes' if met else 'no'} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
