@@ -7,7 +7,7 @@ tree the ledger and scheduler work on (arrays indexed by node id, parents before
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -273,6 +273,25 @@ class TreeIndex:
     top: tuple[int, ...]
     leaves: tuple[int, ...]
     leaf_ancestors: tuple[tuple[int, ...], ...]  # per node id: for a leaf, itself and its ancestors
+    _sides: dict[tuple[int, int], tuple[int, int]] = field(
+        default_factory=dict, compare=False, repr=False
+    )  # memo of sides(); the tree itself never changes
+
+    def sides(self, a: int, b: int) -> tuple[int, int]:
+        """For two leaves a != b: the children of their lowest common ancestor on a's and b's side
+        (two top-level groups when the LCA is the root)."""
+        hit = self._sides.get((a, b))
+        if hit is None:
+            depth, parent = self.depth, self.parent
+            x, y = a, b
+            while depth[x] > depth[y]:
+                x = parent[x]
+            while depth[y] > depth[x]:
+                y = parent[y]
+            while parent[x] != parent[y]:
+                x, y = parent[x], parent[y]
+            hit = self._sides[(a, b)] = (x, y)
+        return hit
 
     @staticmethod
     def build(tree: tuple[GroupNode, ...]) -> TreeIndex:

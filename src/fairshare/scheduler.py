@@ -119,12 +119,7 @@ class _Pass:
     # ------------------------------------------------------------------ victims
     def _sides(self, a: int, b: int) -> tuple[int, int]:
         """Children of the lowest common ancestor of leaves a and b on each side."""
-        up_a = self.s.tree.leaf_ancestors[a][::-1]
-        up_b = self.s.tree.leaf_ancestors[b][::-1]
-        i = 0
-        while i < min(len(up_a), len(up_b)) and up_a[i] == up_b[i]:
-            i += 1
-        return up_a[i], up_b[i]
+        return self.s.tree.sides(a, b)
 
     def _prio(self, node: int) -> float:
         p = self.prios.get(node)
