@@ -45,3 +45,35 @@ def test_two_replays_in_one_process_share_no_state() -> None:
     again = run_policy(inputs, "fairshare")
     assert first.events == again.events
     assert first.result.metrics == again.result.metrics
+
+
+def test_outputs_are_utf8_and_identical_whatever_the_locale(tmp_path: Path) -> None:
+    """Non-ASCII names go to the outputs as UTF-8 under an ASCII locale too (no crash, same bytes)."""
+    import yaml
+
+    from conftest import tiny_cluster, tiny_policy
+
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(tiny_policy()), encoding="utf-8")
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(tiny_cluster(nodes=1)), encoding="utf-8")
+    (tmp_path / "jobs.csv").write_text(
+        "job_id,submit,group,user,class,gpus,work\njöb-1,0,a,zoë,train,8,3600\njob-2,10,b,bob,train,8,3600\n",
+        encoding="utf-8",
+    )
+    outs = {}
+    for name, env in (
+        ("utf8", {"LC_ALL": "C.UTF-8"}),
+        ("ascii", {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}),
+    ):
+        out = tmp_path / name
+        args = ["replay", "--policy", "policy.yaml", "--cluster", "cluster.yaml", "--workload", "jobs.csv"]
+        subprocess.run(
+            [sys.executable, "-m", "fairshare.cli", *args, "--out", str(out)],
+            check=True,
+            cwd=tmp_path,
+            env={**os.environ, **env},
+            capture_output=True,
+        )
+        outs[name] = out / "fairshare"
+    for file in ("events.jsonl", "decisions.jsonl", "metrics.json"):
+        assert (outs["utf8"] / file).read_bytes() == (outs["ascii"] / file).read_bytes(), file
+    assert "jöb-1" in (outs["ascii"] / "events.jsonl").read_text(encoding="utf-8")

@@ -70,6 +70,37 @@ def test_protection_end_gets_a_pass_only_when_the_run_could_be_a_victim(
     assert [(e["t"], e["by"]) for e in by_type(evs, "preempt")] == [(1807.0, "b0")]
 
 
+@pytest.mark.parametrize("taker_group", ["a", "b"], ids=["same-group", "other-group"])
+def test_label_backoff_ends_when_a_lower_label_run_leaves_protection(taker_group: str) -> None:
+    # priority-labels may take a lower label's run from any group, its own included. H (high) finds
+    # no victims at 1750 (L is protected until 1800) and backs off to the grid (2100); L's
+    # protection end at 1800 ends the backoff whichever group H belongs to.
+    jobs = [
+        job("L", 0, "a", "train", 8, 10 * H, label="low"),
+        job("H", 1750, taker_group, "train", 8, H, label="high"),
+    ]
+    evs = events_of(replay(tiny_policy(), tiny_cluster(nodes=1), jobs, "priority-labels"))
+    assert [(p["t"], p["job"], p["by"]) for p in by_type(evs, "preempt")] == [(1800.0, "L", "H")]
+
+
+@pytest.mark.parametrize("expires", ["1850s", "1849s"], ids=["same-instant", "one-second-before"])
+def test_a_protection_end_is_judged_after_the_instants_other_events(expires: str) -> None:
+    # a runs 20 of 24 GPUs and, with an exception, is owed all 20: b's 8-GPU B1 (4 GPUs free) finds
+    # no victims and backs off. a's runs leave protection at 1850; when the exception expires at
+    # that same instant, a is over-served by then and B1 must preempt at 1850, as it does when the
+    # expiry comes a second earlier.
+    pol = tiny_policy(exceptions=[{"group": "a", "extra_share": 250, "expires": expires}])
+    jobs = [
+        job("A1", 50, "a", "train", 8, 10 * H),
+        job("A2", 50, "a", "train", 8, 10 * H),
+        job("A3", 50, "a", "train", 4, 10 * H),
+        job("B1", 100, "b", "train", 8, H),
+    ]
+    evs = events_of(replay(pol, tiny_cluster(nodes=3), jobs))
+    assert [(p["t"], p["job"]) for p in by_type(evs, "preempt")] == [(1850.0, "A3")]
+    assert first_start(evs, "B1") == 1850.0
+
+
 def test_fifo_never_preempts_for_fairness() -> None:
     jobs = [job(f"a{i}", 0, "a", "train", 1, 10 * H) for i in range(8)] + [
         job("b0", 60, "b", "debug", 1, 600)

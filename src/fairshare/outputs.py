@@ -12,13 +12,18 @@ from .sim import ReplayOutput
 
 def write_replay(out: Path, cluster: Cluster, policy_text: str, output: ReplayOutput) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "cluster.json").write_text(json.dumps([n.as_json() for n in cluster.nodes], indent=1) + "\n")
-    (out / "events.jsonl").write_text("\n".join(output.events) + "\n")
-    (out / "decisions.jsonl").write_text("\n".join(output.decisions) + ("\n" if output.decisions else ""))
-    (out / "metrics.json").write_text(json.dumps(output.result.metrics, indent=2, allow_nan=False) + "\n")
-    (out / "series.json").write_text(json.dumps(output.result.series.as_json()) + "\n")
-    (out / "policy.yaml").write_text(policy_text)
+    # UTF-8 whatever the locale: names may be non-ASCII, and the same replay gives the same bytes
+    utf8 = "utf-8"
+    nodes = json.dumps([n.as_json() for n in cluster.nodes], indent=1)
+    (out / "cluster.json").write_text(nodes + "\n", encoding=utf8)
+    (out / "events.jsonl").write_text("\n".join(output.events) + "\n", encoding=utf8)
+    decisions = "\n".join(output.decisions) + ("\n" if output.decisions else "")
+    (out / "decisions.jsonl").write_text(decisions, encoding=utf8)
+    metrics = json.dumps(output.result.metrics, indent=2, allow_nan=False)
+    (out / "metrics.json").write_text(metrics + "\n", encoding=utf8)
+    (out / "series.json").write_text(json.dumps(output.result.series.as_json()) + "\n", encoding=utf8)
+    (out / "policy.yaml").write_text(policy_text, encoding=utf8)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -140,8 +140,10 @@ class _Pass:
         if st.preempt_retry_at <= self.s.now:
             return True
         failed = st.preempt_failed_at
+        if rule != "over_served":  # label preemption may take from any group, the job's own included
+            return any(t > failed for t in self.s.victims_at)
         return any(
-            t > failed and leaf != job.leaf and (rule != "over_served" or self._may_take_side(job, leaf))
+            t > failed and leaf != job.leaf and self._may_take_side(job, leaf)
             for leaf, t in enumerate(self.s.victims_at)
         )
 

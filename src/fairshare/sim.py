@@ -180,6 +180,7 @@ class Simulator:
         self.dirty = True
         self.need_pass = False  # an event since the last pass may change its outcome
         self.victims_at = [-math.inf] * n  # per leaf: its latest protection end that made a victim
+        self.protect_ended: list[tuple[str, int]] = []  # (job, run token) at the current instant
         self.rates_state: IntervalState | None = None
         self.flushed = 0.0  # ledger and metrics are integrated up to here
         self.used_vec: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(n)
@@ -478,14 +479,21 @@ class Simulator:
             return any(used[a] > owed[a] + 1e-9 for a in self.tree.leaf_ancestors[view.job.leaf])
         return False
 
-    def _handle(self, kind: str, payload: Any) -> None:
-        if kind == "protect":
-            job_id, token = payload
+    def _protections_ended(self, ended: list[tuple[str, int]]) -> None:
+        """Runs whose protected window ended at this instant, judged after all of the instant's
+        other events (a finish, submit or expiry at the same t may change who is over-served)."""
+        if self.dirty:
+            self.owed_list, self.used_list = self._owed_used()
+        for job_id, token in ended:
             if self.run_token.get(job_id) == token and job_id in self.running:
                 view = self.running[job_id]
                 if self._protection_matters(view):
                     self.need_pass = True
                     self.victims_at[view.job.leaf] = self.t
+
+    def _handle(self, kind: str, payload: Any) -> None:
+        if kind == "protect":
+            self.protect_ended.append(payload)
             return
         self.need_pass = True
         if kind == "finish":
@@ -603,6 +611,9 @@ class Simulator:
             while self.heap and self.heap[0][0] == t:
                 _, _, _, kind, payload = heapq.heappop(self.heap)
                 self._handle(kind, payload)
+            if self.protect_ended:
+                self._protections_ended(self.protect_ended)
+                self.protect_ended = []
             if self.need_pass:
                 self._pass()
             if self.progress is not None and self.finished - processed >= 1000:
