@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import difflib
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
@@ -173,6 +176,19 @@ def _mapping_without_duplicates(loader: _Loader, node: yaml.MappingNode) -> dict
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+@contextmanager
+def reading_errors(where: str) -> Iterator[None]:
+    """Turn a text file that cannot be read, decoded or parsed as CSV into an InputError naming it."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise InputError(where, "", f"not UTF-8 text (bad byte at offset {exc.start})") from None
+    except csv.Error as exc:
+        raise InputError(where, "", f"not valid CSV: {exc}") from None
+    except OSError as exc:
+        raise InputError(where, "", f"cannot read: {exc.strerror or exc}") from None
 
 
 def load_yaml(path: Path) -> Any:

@@ -12,12 +12,12 @@ import difflib
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._units import parse_duration
+from ._validation import reading_errors
 from .cluster import Cluster, Node
 from .errors import InputError
 from .policy import Policy, TreeIndex
@@ -438,7 +438,7 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
 
 def _csv_rows(path: Path) -> Iterator[_Row]:
     where = str(path)
-    with _reading(path), path.open(newline="", encoding="utf-8-sig") as f:
+    with reading_errors(str(path)), path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         try:
             header = next(reader)
@@ -473,23 +473,9 @@ def _csv_rows(path: Path) -> Iterator[_Row]:
             yield _Row(where, reader.line_num, dict(zip(header, cells, strict=True)), columns)
 
 
-@contextmanager
-def _reading(path: Path) -> Iterator[None]:
-    """Turn a file that cannot be read or decoded into an InputError naming it."""
-    where = str(path)
-    try:
-        yield
-    except UnicodeDecodeError as exc:
-        raise InputError(where, "", f"not UTF-8 text (bad byte at offset {exc.start})") from None
-    except csv.Error as exc:
-        raise InputError(where, "", f"not valid CSV: {exc}") from None
-    except OSError as exc:
-        raise InputError(where, "", f"cannot read: {exc.strerror or exc}") from None
-
-
 def _jsonl_rows(path: Path) -> Iterator[_Row]:
     where = str(path)
-    with _reading(path), path.open(encoding="utf-8-sig") as f:
+    with reading_errors(str(path)), path.open(encoding="utf-8-sig") as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue

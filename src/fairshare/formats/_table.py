@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._validation import reading_errors
 from ..errors import InputError
 from ..workload import _Row
 
@@ -83,18 +84,6 @@ class Table:
 
 
 @contextmanager
-def _reading(where: str) -> Iterator[None]:
-    try:
-        yield
-    except UnicodeDecodeError as exc:
-        raise InputError(where, "", f"not UTF-8 text (bad byte at offset {exc.start})") from None
-    except csv.Error as exc:
-        raise InputError(where, "", f"not valid CSV: {exc}") from None
-    except OSError as exc:
-        raise InputError(where, "", f"cannot read: {exc.strerror or exc}") from None
-
-
-@contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building many small objects (none form cycles):
     reading a large trace is then about twice as fast."""
@@ -113,7 +102,7 @@ def read_table(path: Path, required: Sequence[str], what: str) -> Table:
     where = str(path)
     if not path.is_file():
         raise InputError(where, "", "file not found")
-    with _reading(where), gc_paused():
+    with reading_errors(where), gc_paused():
         text = path.read_text(encoding="utf-8-sig")
         linenos: list[int] | None = None  # None: the line of record i is i + 1
         if '"' in text:
