@@ -16,10 +16,10 @@ from ._validation import load_yaml, validate
 from .errors import InputError
 from .policy import Policy, TreeIndex
 from .results import Comparison
+from .strategies import STRATEGIES
 
 if TYPE_CHECKING:
     from .runner import Inputs
-from .strategies import STRATEGIES
 
 DEFAULT_POLICIES = "fairshare,priority-labels,fifo"
 CHART_WORKER_MIN_JOBS = 2000  # jobs x policies: below this the replays are too short to hide a worker's start

@@ -74,8 +74,7 @@ class _Pass:
         self.prios.clear()
 
     def preempt(self, r: RunView, reason: PreemptReason, by: str | None, evidence: dict[str, Any]) -> None:
-        lost = lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.kept, r.stall_done, r.job.gpus)
-        self.preempts.append(Preempt(r.job.id, reason, by, lost, evidence))
+        self.preempts.append(Preempt(r.job.id, reason, by, self._lost(r), evidence))
         self.gone.add(r.job.id)
         self.view.give(r.alloc)
         self._adjust_used(r.job.leaf, -r.charge)

@@ -186,9 +186,9 @@ class Simulator:
         self.used_vec: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(n)
         self.owed_vec: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(n)
         self.owed_list: list[float] = [0.0] * n
-        self._owed_key: tuple[list[float], float, Sequence[float]] | None = None
-        self._owed: list[float] = []
         self.used_list: list[float] = [0.0] * n
+        self._owed_key: tuple[list[float], float, Sequence[float]] | None = None  # water_fill memo
+        self._owed: list[float] = []
 
     # ------------------------------------------------------------------ heap
     def push(self, t: float, rank: int, kind: str, payload: Any) -> None:
@@ -225,6 +225,13 @@ class Simulator:
             self._owed_key = key
             self._owed = water_fill(self.tree, self.fleet.capacity, demand, self.shares)
         return self._owed, used
+
+    def _rates_now(self) -> tuple[list[float], list[float]]:
+        """Owed and used rates after the events handled so far at this instant (the last
+        recomputed ones when nothing changed since)."""
+        if self.dirty or self.rates_state is None:
+            return self._owed_used()
+        return self.owed_list, self.used_list
 
     def _recompute(self) -> IntervalState:
         owed, used = self._owed_used()
@@ -456,7 +463,7 @@ class Simulator:
                 self.emit({"t": self.t, "type": "undrain", "node": self.cluster.nodes[i].name})
         self.dirty = True
 
-    def _protection_matters(self, view: RunView) -> bool:
+    def _protection_matters(self, view: RunView, owed: list[float], used: list[float]) -> bool:
         """Whether the end of this run's protected window could change a pass now.
 
         A run past protection is a candidate victim: for deadline preemption (any run) once a
@@ -475,19 +482,17 @@ class Simulator:
         if rule == "lower_label":
             return True
         if rule == "over_served":
-            owed, used = self.owed_list, self.used_list
             return any(used[a] > owed[a] + 1e-9 for a in self.tree.leaf_ancestors[view.job.leaf])
         return False
 
     def _protections_ended(self, ended: list[tuple[str, int]]) -> None:
         """Runs whose protected window ended at this instant, judged after all of the instant's
         other events (a finish, submit or expiry at the same t may change who is over-served)."""
-        if self.dirty:
-            self.owed_list, self.used_list = self._owed_used()
+        owed, used = self._rates_now()
         for job_id, token in ended:
             if self.run_token.get(job_id) == token and job_id in self.running:
                 view = self.running[job_id]
-                if self._protection_matters(view):
+                if self._protection_matters(view, owed, used):
                     self.need_pass = True
                     self.victims_at[view.job.leaf] = self.t
 
@@ -522,9 +527,7 @@ class Simulator:
             return
         # the full interval state (metrics, fragmentation) waits for the next advance; the core
         # only needs owed and used rates as they are now
-        owed, used = (
-            self._owed_used() if self.dirty or self.rates_state is None else (self.owed_list, self.used_list)
-        )
+        owed, used = self._rates_now()
         self._flush()  # the ledger's debt must be current
         snap = Snapshot(
             now=self.t,
