@@ -261,7 +261,3 @@ def chart_svg(name: str, results: Sequence[ReplayResult], prefix: str) -> str:
         return _svg(fig, prefix)
     finally:
         plt.close(fig)
-
-
-def warm_up() -> None:
-    """Nothing: importing this module (matplotlib) is the work; a worker calls it to start early."""

@@ -9,6 +9,7 @@ ChartPool, in worker processes started while the replays run.
 from __future__ import annotations
 
 import html
+import importlib
 import multiprocessing
 import os
 import pathlib
@@ -64,9 +65,8 @@ def _draw(name: str, results: Sequence[ReplayResult], prefix: str) -> str:
 
 
 def _warm_up() -> None:
-    from fairshare.charts import warm_up
-
-    warm_up()
+    """A worker's start: import the charts (matplotlib) before the first chart is asked for."""
+    importlib.import_module("fairshare.charts")
 
 
 class ChartPool:
