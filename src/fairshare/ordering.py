@@ -90,8 +90,9 @@ class DebtOrder:
     priority (fairness.priority) that still has jobs to try; ties go to the earlier node in the
     policy file. Within a leaf, submit order over its queues (labels are ignored).
 
-    Each level's children are ranked once per pass (priority descending, policy-file order on
-    ties) and re-ranked only when a start or preemption changes the usage below that level."""
+    Each level's live children (those with jobs left to try in the pass) are ranked once per pass
+    (priority descending, policy-file order on ties); a child leaves its ranking when its last job
+    is tried, and moves within it only when a start or preemption changes the usage below it."""
 
     def __init__(self, snap: Snapshot, skip: set[str], used: list[float]) -> None:
         self.snap, self.tree, self.used = snap, snap.tree, used
@@ -105,7 +106,7 @@ class DebtOrder:
             for a in self.tree.leaf_ancestors[leaf]:
                 self.live[a] += 1
         self.prios: dict[int, float] = {}  # computed on first use, dropped when `used` changes
-        # parent (-1: the top level) -> its children as (-priority, position, node), sorted
+        # parent (-1: the top level) -> its live children as (-priority, position, node), sorted
         self.ranked: dict[int, list[tuple[float, int, int]]] = {}
         self.entry: dict[int, tuple[float, int, int]] = {}  # node -> its entry in its level's ranking
         self.current: tuple[QueueKey, str] | None = None
@@ -138,7 +139,7 @@ class DebtOrder:
         for a in self.tree.leaf_ancestors[leaf]:
             prios.pop(a, None)
             ranked = self.ranked.get(parent[a])
-            if ranked is not None:
+            if ranked is not None and self.live[a] > 0:
                 old = entry[a]
                 del ranked[bisect.bisect_left(ranked, old)]
                 new = entry[a] = (-self.prio(a), old[1], a)
@@ -148,19 +149,12 @@ class DebtOrder:
         """The live child with the highest priority and the runner-up (None when it is alone)."""
         ranked = self.ranked.get(parent)
         if ranked is None:
-            prio, entry = self.prio, self.entry
+            prio, entry, live = self.prio, self.entry, self.live
             for k, i in enumerate(ids):
-                entry[i] = (-prio(i), k, i)
-            ranked = self.ranked[parent] = sorted(entry[i] for i in ids)
-        best: int | None = None
-        live = self.live
-        for _, _, i in ranked:
-            if live[i] > 0:
-                if best is not None:
-                    return best, i
-                best = i
-        assert best is not None
-        return best, None
+                if live[i] > 0:
+                    entry[i] = (-prio(i), k, i)
+            ranked = self.ranked[parent] = sorted(entry[i] for i in ids if live[i] > 0)
+        return ranked[0][2], ranked[1][2] if len(ranked) > 1 else None
 
     def next(self) -> tuple[QueueKey, str] | None:
         children = self.tree.children
@@ -190,8 +184,12 @@ class DebtOrder:
 
     def _kill_leaf(self, leaf: int) -> None:
         if self.live_keys.pop(leaf, None) is not None:
+            parent = self.tree.parent
             for a in self.tree.leaf_ancestors[leaf]:
                 self.live[a] -= 1
+                ranked = self.ranked.get(parent[a])
+                if not self.live[a] and ranked is not None:
+                    del ranked[bisect.bisect_left(ranked, self.entry[a])]
 
     def started(self, qk: QueueKey) -> None:
         self.cursor.advance(qk)

@@ -16,7 +16,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .cluster import Node
 
@@ -82,9 +82,10 @@ class FreeIndex:
         return sum(self.free_t)
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """What placement needs of a job: allowed type ids (None = any), GPUs per node, nodes."""
+class Shape(NamedTuple):
+    """What placement needs of a job: allowed type ids (None = any), GPUs per node, nodes.
+
+    A named tuple, not a dataclass: shapes key the pending queues, and a tuple hashes in C."""
 
     types: tuple[int, ...] | None
     per_node: int

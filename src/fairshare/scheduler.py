@@ -18,6 +18,7 @@ placeable (no futile preemption); a job never preempts the job that last preempt
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Any
 
@@ -66,6 +67,7 @@ class _Pass:
         self.tried: str | None = None
         self.reservation: tuple[str, tuple[int, ...]] | None = None
         self.sched = snap.policy.scheduling
+        self.victims_latest = max(snap.victims_at, default=-math.inf)
 
     # ------------------------------------------------------------------ effects on the pass
     def _adjust_used(self, leaf: int, delta: float) -> None:
@@ -139,6 +141,8 @@ class _Pass:
         if st.preempt_retry_at <= self.s.now:
             return True
         failed = st.preempt_failed_at
+        if self.victims_latest <= failed:
+            return False  # no run left its protected window since this job's last search
         if rule != "over_served":  # label preemption may take from any group, the job's own included
             return any(t > failed for t in self.s.victims_at)
         return any(
@@ -159,10 +163,10 @@ class _Pass:
             >= service_ratio(self.used[mine] + job.charge, owed[mine])
         )
 
-    def _candidates(self, job: Job, rule: str) -> list[tuple[float, str, RunView]]:
-        """Runs the rule allows `job` to preempt, least lost work first."""
+    def _candidates(self, job: Job, rule: str) -> list[RunView]:
+        """Runs the rule allows `job` to preempt (unordered: see `_cheapest`)."""
         s = self.s
-        out: list[tuple[float, str, RunView]] = []
+        out: list[RunView] = []
         my_state = s.states[job.id]
         allowed = set(job.gpu_types) if job.gpu_types is not None else None
         for leaf, runs in s.running_by_leaf.items():
@@ -189,9 +193,37 @@ class _Pass:
                     continue
                 if allowed is not None and s.index.nodes[r.alloc[0][0]].gpu_type not in allowed:
                     continue
-                out.append((self._lost(r), r.job.id, r))
+                out.append(r)
+        return out
+
+    def _cheapest(self, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
+        """The candidates a search considers: least lost work first, at most max_victim_candidates."""
+        out = [(self._lost(r), r.job.id, r) for r in runs]
         out.sort(key=lambda c: (c[0], c[1]))
         return out[: self.strategy.max_victim_candidates]
+
+    def _could_free(self, shape: Shape, job: str, runs: list[RunView]) -> bool:
+        """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
+        `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
+        before the lost work of each candidate is computed (most searches fail here)."""
+        freeable: dict[int, int] = {}
+        for r in runs:
+            for i, g in r.alloc:
+                freeable[i] = freeable.get(i, 0) + g
+        index, view = self.s.index, self.view
+        for ty in shape.types if shape.types is not None else range(len(index.types)):
+            ok = {
+                i
+                for i, g in freeable.items()
+                if index.node_type[i] == ty
+                and index.available[i]
+                and view.avail(i, job) + g >= shape.per_node
+            }
+            if shape.nodes > 1:
+                ok.update(i for i, _ in view.candidates(ty, shape.per_node, job))
+            if len(ok) >= shape.nodes:
+                return True
+        return False
 
     def _lost(self, r: RunView) -> float:
         """GPU-seconds `r` would lose if preempted now (computed once per pass per run)."""
@@ -228,10 +260,11 @@ class _Pass:
         such nodes of one type. The set is checked for placement (no futile preemption) and, for
         fair-share, against the exchange condition in least-lost order.
         """
-        cands = self._candidates(job, rule)
-        if not cands:
-            return None
+        runs = self._candidates(job, rule)
         shape = self.shape_of(job)
+        if not runs or not self._could_free(shape, job.id, runs):
+            return None
+        cands = self._cheapest(runs)
         on_node: dict[int, list[tuple[float, str, RunView]]] = {}
         for c in cands:
             for i, _ in c[2].alloc:
@@ -365,7 +398,9 @@ class _Pass:
             for bucket in reversed(index.buckets[ty]):
                 if need <= 0:
                     break
-                fresh = sorted(i for i in bucket if i not in view.overlay)[:need]
+                if not bucket:
+                    continue
+                fresh = heapq.nsmallest(need, (i for i in bucket if i not in view.overlay))
                 ranked.extend((-view.free(i), i) for i in fresh)
                 need -= len(fresh)
             if len(ranked) < shape.nodes:

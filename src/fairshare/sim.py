@@ -274,14 +274,12 @@ class Simulator:
         index = self.fleet.index
         # per type: nodes taking work with at least x free GPUs (suffix sums), and free GPUs in total
         at_least: list[list[int]] = []
-        free: list[int] = []
+        free = index.free_t
         for buckets in index.buckets:
-            counts = [len(b) for b in buckets]
-            suffix = counts[:]
+            suffix = [len(b) for b in buckets]
             for x in range(len(suffix) - 2, -1, -1):
                 suffix[x] += suffix[x + 1]
             at_least.append(suffix)
-            free.append(sum(x * c for x, c in enumerate(counts)))
         blocked: set[int] = set()
         all_types = range(len(index.types))
         for types, gpus, k in self.pending_shapes:
