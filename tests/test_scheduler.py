@@ -409,3 +409,36 @@ def test_stall_after_zero_is_rejected() -> None:
     with pytest.raises(InputError) as err:
         replay(tiny_policy(), tiny_cluster(nodes=1), [job("j", 0, "a", "train", 1, 600, stall_after=0)])
     assert "stall_after" in err.value.at and "> 0" in err.value.message
+
+
+# a leaf (node 2) under a parent (node 1); `over` lists which of them is over-served (used > owed)
+@pytest.mark.parametrize(
+    ("policy", "over", "urgent", "expected"),
+    [
+        ("fairshare", (), False, False),
+        ("fairshare", (2,), False, True),
+        ("fairshare", (1,), False, True),
+        ("fairshare", (), True, True),
+        ("fifo", (1, 2), True, False),
+        ("priority-labels", (), False, True),
+        ("slurm-multifactor", (1, 2), True, False),
+    ],
+    ids=[
+        "fair-share-nobody-over-served",
+        "fair-share-leaf-over-served",
+        "fair-share-parent-over-served",
+        "fair-share-urgent-deadline",
+        "fifo-never",
+        "labels-any-run",
+        "multifactor-never",
+    ],
+)
+def test_a_run_may_be_a_victim_only_under_its_policys_rule(
+    policy: str, over: tuple[int, ...], urgent: bool, expected: bool
+) -> None:
+    from fairshare.scheduler import may_be_victim
+    from fairshare.strategies import get_strategy
+
+    owed = [4.0, 4.0, 4.0]
+    used = [5.0 if i in over else 4.0 for i in range(3)]
+    assert may_be_victim(get_strategy(policy), (2, 1), used, owed, urgent) is expected

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from .contract import lost_gpu_s, overhead_of
@@ -39,6 +40,33 @@ from .strategies import Strategy
 from .workload import Job
 
 EPS = 1e-9
+
+
+def over_served(node: int, used: Sequence[float], owed: Sequence[float]) -> bool:
+    """A tree node receives more than it is owed now (used > owed): the only side fair-share
+    preemption may take a run from."""
+    return used[node] > owed[node] + EPS
+
+
+def may_be_victim(
+    strategy: Strategy,
+    ancestors: Sequence[int],
+    used: Sequence[float],
+    owed: Sequence[float],
+    deadline_urgent: bool,
+) -> bool:
+    """Whether a pass with these rates could preempt a run past its protected window, whose leaf
+    and ancestors are `ancestors`: the deadline phase may take any run once a deadline job is urgent;
+    label preemption any run of a lower label; fair-share preemption only a run with a side (its
+    leaf or an ancestor below the common ancestor with the taker) that is over-served. A necessary
+    condition, not a sufficient one: the pass decides."""
+    if strategy.deadline_reservation and deadline_urgent:
+        return True
+    if strategy.victims == "lower_label":
+        return True
+    if strategy.victims == "over_served":
+        return any(over_served(a, used, owed) for a in ancestors)
+    return False
 
 
 def num(x: float) -> float | str:
@@ -157,7 +185,7 @@ class _Pass:
         mine, theirs = self._sides(job.leaf, leaf)
         owed = self.s.owed
         return (
-            self.used[theirs] > owed[theirs] + EPS
+            over_served(theirs, self.used, owed)
             and self._prio(theirs) < self._prio(mine)
             and service_ratio(self.used[theirs], owed[theirs])
             >= service_ratio(self.used[mine] + job.charge, owed[mine])
@@ -517,4 +545,4 @@ def decide(snap: Snapshot, strategy: Strategy) -> Decisions:
     return p.result()
 
 
-__all__ = ["decide"]
+__all__ = ["decide", "may_be_victim", "over_served"]

@@ -28,7 +28,7 @@ from .metrics import IntervalState, MetricsRecorder
 from .placement import FreeIndex
 from .policy import Policy, ResolvedException, TreeIndex, resolve_exceptions
 from .results import ReplayResult
-from .scheduler import decide
+from .scheduler import decide, may_be_victim
 from .snapshot import Decisions, JobState, PendingQueues, RunView, Snapshot
 from .strategies import Strategy, get_strategy
 from .workload import Job
@@ -461,36 +461,21 @@ class Simulator:
                 self.emit({"t": self.t, "type": "undrain", "node": self.cluster.nodes[i].name})
         self.dirty = True
 
-    def _protection_matters(self, view: RunView, owed: list[float], used: list[float]) -> bool:
-        """Whether the end of this run's protected window could change a pass now.
-
-        A run past protection is a candidate victim: for deadline preemption (any run) once a
-        deadline job is urgent; for label preemption (any lower label); for fair-share preemption
-        only while some side of its group (its leaf or an ancestor) is over-served, used > owed.
-        Rates only change at events, and every event gets a pass of its own, so a run whose sides
-        are not over-served now is considered at the pass of the event that makes one so.
-        """
-        if (
-            self.strategy.deadline_reservation
-            and self.deadline_q
-            and self.deadline_q[0][0] - self.policy.scheduling.deadline_slack <= self.t + 1e-9
-        ):
-            return True
-        rule = self.strategy.victims
-        if rule == "lower_label":
-            return True
-        if rule == "over_served":
-            return any(used[a] > owed[a] + 1e-9 for a in self.tree.leaf_ancestors[view.job.leaf])
-        return False
-
     def _protections_ended(self, ended: list[tuple[str, int]]) -> None:
         """Runs whose protected window ended at this instant, judged after all of the instant's
-        other events (a finish, submit or expiry at the same t may change who is over-served)."""
+        other events (a finish, submit or expiry at the same t may change who is over-served).
+
+        A run that could not be a victim with the rates as they are now (scheduler.may_be_victim)
+        gets no pass: rates only change at events, and every event gets a pass of its own, so the
+        run is considered at the pass of the event that makes it a possible victim."""
         owed, used = self._rates_now()
+        q = self.deadline_q
+        urgent = bool(q) and q[0][0] - self.policy.scheduling.deadline_slack <= self.t + 1e-9
         for job_id, token in ended:
             if self.run_token.get(job_id) == token and job_id in self.running:
                 view = self.running[job_id]
-                if self._protection_matters(view, owed, used):
+                ancestors = self.tree.leaf_ancestors[view.job.leaf]
+                if may_be_victim(self.strategy, ancestors, used, owed, urgent):
                     self.need_pass = True
                     self.victims_at[view.job.leaf] = self.t
 
