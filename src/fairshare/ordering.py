@@ -85,6 +85,13 @@ def label_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
     return MergedOrder(snap, skip, lambda qk, seq, jid: (qk[1], seq))
 
 
+def _remove(ranked: list[tuple[float, int, int]], entry: tuple[float, int, int]) -> None:
+    """Delete `entry` from a sorted ranking (entries are unique: each ends with its node id)."""
+    k = bisect.bisect_left(ranked, entry)
+    assert k < len(ranked) and ranked[k] == entry, f"node {entry[2]} is not ranked as {entry}"
+    del ranked[k]
+
+
 class DebtOrder:
     """fairshare: walk the tree from the top, at each level into the child with the highest
     priority (fairness.priority) that still has jobs to try; ties go to the earlier node in the
@@ -141,7 +148,7 @@ class DebtOrder:
             ranked = self.ranked.get(parent[a])
             if ranked is not None and self.live[a] > 0:
                 old = entry[a]
-                del ranked[bisect.bisect_left(ranked, old)]
+                _remove(ranked, old)
                 new = entry[a] = (-self.prio(a), old[1], a)
                 bisect.insort(ranked, new)
 
@@ -154,6 +161,7 @@ class DebtOrder:
                 if live[i] > 0:
                     entry[i] = (-prio(i), k, i)
             ranked = self.ranked[parent] = sorted(entry[i] for i in ids if live[i] > 0)
+        assert ranked, "the walk only descends into a node with live children"
         return ranked[0][2], ranked[1][2] if len(ranked) > 1 else None
 
     def next(self) -> tuple[QueueKey, str] | None:
@@ -189,7 +197,7 @@ class DebtOrder:
                 self.live[a] -= 1
                 ranked = self.ranked.get(parent[a])
                 if not self.live[a] and ranked is not None:
-                    del ranked[bisect.bisect_left(ranked, self.entry[a])]
+                    _remove(ranked, self.entry[a])
 
     def started(self, qk: QueueKey) -> None:
         self.cursor.advance(qk)

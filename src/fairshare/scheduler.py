@@ -57,9 +57,9 @@ def may_be_victim(
 ) -> bool:
     """Whether a pass with these rates could preempt a run past its protected window, whose leaf
     and ancestors are `ancestors`: the deadline phase may take any run once a deadline job is urgent;
-    label preemption any run of a lower label; fair-share preemption only a run with a side (its
-    leaf or an ancestor below the common ancestor with the taker) that is over-served. A necessary
-    condition, not a sufficient one: the pass decides."""
+    label preemption any run of a lower label; fair-share preemption only a run with a side that
+    is over-served (its side against a taker is its leaf or one of its ancestors, so checking
+    them all covers every taker). A necessary condition, not a sufficient one: the pass decides."""
     if strategy.deadline_reservation and deadline_urgent:
         return True
     if strategy.victims == "lower_label":
@@ -230,7 +230,7 @@ class _Pass:
         out.sort(key=lambda c: (c[0], c[1]))
         return out[: self.strategy.max_victim_candidates]
 
-    def _could_free(self, shape: Shape, job: str, runs: list[RunView]) -> bool:
+    def _could_free(self, shape: Shape, job: Job, runs: list[RunView]) -> bool:
         """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
         `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
         before the lost work of each candidate is computed (most searches fail here)."""
@@ -245,10 +245,10 @@ class _Pass:
                 for i, g in freeable.items()
                 if index.node_type[i] == ty
                 and index.available[i]
-                and view.avail(i, job) + g >= shape.per_node
+                and view.avail(i, job.id) + g >= shape.per_node
             }
             if shape.nodes > 1:
-                ok.update(i for i, _ in view.candidates(ty, shape.per_node, job))
+                ok.update(i for i, _ in view.candidates(ty, shape.per_node, job.id))
             if len(ok) >= shape.nodes:
                 return True
         return False
@@ -290,7 +290,7 @@ class _Pass:
         """
         runs = self._candidates(job, rule)
         shape = self.shape_of(job)
-        if not runs or not self._could_free(shape, job.id, runs):
+        if not runs or not self._could_free(shape, job, runs):
             return None
         cands = self._cheapest(runs)
         on_node: dict[int, list[tuple[float, str, RunView]]] = {}
