@@ -11,6 +11,7 @@ import pytest
 import fairshare.sim as sim_module
 from fairshare.runner import inputs_from_scenario, run_policy
 from fairshare.scenarios import SCENARIOS
+from fairshare.scheduler import decide as scheduler_decide
 from fairshare.snapshot import Decisions, Snapshot
 from fairshare.strategies import Strategy
 
@@ -34,7 +35,7 @@ def _state(s: Snapshot) -> Any:
 def test_decide_never_mutates_its_snapshot_nor_reads_the_clock(
     monkeypatch: pytest.MonkeyPatch, policy: str
 ) -> None:
-    real = sim_module.decide
+    real = scheduler_decide
     calls = [0]
 
     def checked(snap: Snapshot, strategy: Strategy) -> Decisions:
@@ -60,7 +61,7 @@ def test_decide_never_mutates_its_snapshot_nor_reads_the_clock(
 
 
 def test_same_snapshot_gives_same_decisions(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = sim_module.decide
+    real = scheduler_decide
     mismatches = []
 
     def twice(snap: Snapshot, strategy: Strategy) -> Decisions:

@@ -855,7 +855,8 @@ def test_jsonl_loads_the_same_jobs_as_csv(tmp_path: Path) -> None:
         False,
     )
     assert (j2.nodes, j2.gpu_types, j2.label, j2.checkpoint) == (2, ("H100",), "medium", 1800.0)
-    assert (j3.gpu_types, j3.charge) == (("A100",), pytest.approx(2 * 0.6))
+    assert j3.gpu_types == ("A100",)
+    assert j3.charge == pytest.approx(2 * 0.6)
     result = run("check", files.policy, "--cluster", files.cluster, "--workload", jsonl)
     assert result.exit_code == 0, result.output
     assert "3 jobs" in result.output

@@ -38,10 +38,10 @@ def test_under_served_group_preempts_a_loan_only_when_its_protected_window_ends(
 
 def _pass_times(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Record the time of every scheduling pass (every call of the core) in the replays that follow."""
-    from fairshare import sim
+    from fairshare import scheduler, sim
 
     times: list[float] = []
-    real = sim.decide
+    real = scheduler.decide
 
     def recording(snap: Any, strategy: Any) -> Any:
         times.append(snap.now)
