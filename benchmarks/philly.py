@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/philly.py               # the window and the whole trace, best of 3
     .venv/bin/python benchmarks/philly.py --repeat 5 --with-16x
+    .venv/bin/python benchmarks/philly.py --phases      # where the window's time goes, in one process
 
 Each command runs as its own process (the `fairshare` next to this Python), timed from start to exit;
 peak RSS is the process's own (`wait4`; a report's chart worker is a separate process and not
@@ -57,11 +58,52 @@ def run_once(args: list[str], out: Path) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
+def phases(out: Path) -> list[tuple[str, float]]:
+    """The window's `compare --policies fairshare`, step by step in this process as the CLI runs
+    it (a chart worker started before the replay): (step, seconds)."""
+    t = time.perf_counter()
+    from fairshare.cli import _window_options
+    from fairshare.outputs import write_replay
+    from fairshare.report import ChartPool, write_report
+    from fairshare.results import Comparison
+    from fairshare.runner import inputs_from_trace, run_policy
+
+    steps = [("imports", time.perf_counter() - t)]
+    t = time.perf_counter()
+    inputs = inputs_from_trace("philly", options=_window_options("20000:36000", True, "1s:24h", True))
+    steps.append(("read and window the trace", time.perf_counter() - t))
+    with ChartPool() as pool:
+        t = time.perf_counter()
+        output = run_policy(inputs, "fairshare")
+        steps.append(("replay", time.perf_counter() - t))
+        t = time.perf_counter()
+        write_replay(out / "fairshare", inputs.cluster, inputs.policy_text, output)
+        steps.append(("write events, decisions, metrics", time.perf_counter() - t))
+        t = time.perf_counter()
+        comparison = Comparison(inputs.name, inputs.description, (output.result,), inputs.notes)
+        write_report(out / "report.html", [comparison], pool=pool)
+        steps.append(("report (charts drawn by the worker)", time.perf_counter() - t))
+    return steps
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--repeat", type=int, default=3, help="runs per command; the fastest is reported")
     ap.add_argument("--with-16x", action="store_true", help="also replay the trace 16 times over (~4 min)")
+    ap.add_argument(
+        "--phases",
+        action="store_true",
+        help="only time the window's steps in this process (replay, report...)",
+    )
     args = ap.parse_args(argv)
+    if args.phases:
+        with tempfile.TemporaryDirectory() as tmp:
+            steps = phases(Path(tmp))
+        print("| step of the window's compare | seconds |\n|---|---:|")
+        for name, seconds in steps:
+            print(f"| {name} | {seconds:.2f} |")
+        print(f"| total (without interpreter start-up) | {sum(s for _, s in steps):.2f} |")
+        return 0
     load1, _, _ = os.getloadavg()
     print(
         f"# Philly benchmark — {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
