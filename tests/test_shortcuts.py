@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fairshare.fairness import priority
+from fairshare.fairness import PassPriorities, priority
 from fairshare.ordering import DebtOrder
 from fairshare.placement import Shape
 from fairshare.runner import inputs_from_scenario
@@ -31,10 +31,10 @@ class _RankEveryStep(DebtOrder):
     scratch on priorities computed afresh (no incremental ranking, no priority cache)."""
 
     def _pick(self, parent: int, ids: Sequence[int]) -> tuple[int, int | None]:
-        s, look = self.snap, self.lookahead
+        s, used, look = self.snap, self.prio.used, self.snap.policy.scheduling.lookahead
 
         def fresh(i: int) -> float:
-            return priority(s.debt[i], s.owed[i], self.used[i], s.entitlement[i], look)
+            return priority(s.debt[i], s.owed[i], used[i], s.entitlement[i], look)
 
         ranked = sorted((-fresh(i), k, i) for k, i in enumerate(ids) if self.live[i] > 0)
         return ranked[0][2], ranked[1][2] if len(ranked) > 1 else None
@@ -98,8 +98,8 @@ def _replay(scenario: str, policy: str, plain: bool, monkeypatch: pytest.MonkeyP
         monkeypatch.setattr(_Pass, "__init__", init)
         if policy == "fairshare":
 
-            def order(snap: Snapshot, skip: set[str], used: list[float]) -> DebtOrder:
-                return _RankEveryStep(snap, skip, used)
+            def order(snap: Snapshot, skip: set[str], prio: PassPriorities) -> DebtOrder:
+                return _RankEveryStep(snap, skip, prio)
 
             strategy = dataclasses.replace(strategy, order=order)
     sim = Simulator(inputs.policy, inputs.tree, inputs.cluster, inputs.jobs, strategy, scenario=scenario)

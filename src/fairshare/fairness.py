@@ -38,6 +38,41 @@ def priority(debt: float, owed_rate: float, used_rate: float, entitlement: float
     return num / den
 
 
+class PassPriorities:
+    """`priority` of each tree node with a scheduling pass's usage, computed on first use.
+
+    `used` is the pass's own list (starts and preemptions made in the pass included); when one
+    moves a leaf's usage, the pass calls `changed(leaf)`, which drops the values of the leaf and
+    its ancestors (no other node's usage moved). The pass and its queue order share one instance.
+    """
+
+    def __init__(
+        self,
+        debt: Sequence[float],
+        owed: Sequence[float],
+        used: Sequence[float],
+        entitlement: Sequence[float],
+        lookahead: float,
+        leaf_ancestors: Sequence[Sequence[int]],
+    ) -> None:
+        self.debt, self.owed, self.used, self.entitlement = debt, owed, used, entitlement
+        self.lookahead = lookahead
+        self.leaf_ancestors = leaf_ancestors
+        self.values: dict[int, float] = {}
+
+    def __call__(self, node: int) -> float:
+        p = self.values.get(node)
+        if p is None:
+            p = self.values[node] = priority(
+                self.debt[node], self.owed[node], self.used[node], self.entitlement[node], self.lookahead
+            )
+        return p
+
+    def changed(self, leaf: int) -> None:
+        for a in self.leaf_ancestors[leaf]:
+            self.values.pop(a, None)
+
+
 def service_ratio(used_rate: float, owed_rate: float) -> float:
     if owed_rate <= 1e-9:
         return math.inf if used_rate > 1e-9 else 1.0

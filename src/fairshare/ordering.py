@@ -11,7 +11,7 @@ import bisect
 import heapq
 from collections.abc import Callable, Sequence
 
-from .fairness import fair_tree_factors, priority
+from .fairness import PassPriorities, fair_tree_factors
 from .snapshot import PendingQueues, QueueKey, Snapshot
 
 
@@ -101,9 +101,8 @@ class DebtOrder:
     (priority descending, policy-file order on ties); a child leaves its ranking when its last job
     is tried, and moves within it only when a start or preemption changes the usage below it."""
 
-    def __init__(self, snap: Snapshot, skip: set[str], used: list[float]) -> None:
-        self.snap, self.tree, self.used = snap, snap.tree, used
-        self.lookahead = snap.policy.scheduling.lookahead
+    def __init__(self, snap: Snapshot, skip: set[str], prio: PassPriorities) -> None:
+        self.snap, self.tree, self.prio = snap, snap.tree, prio
         self.cursor = QueueCursor(snap.pending, skip)
         self.live_keys: dict[int, list[QueueKey]] = {
             leaf: list(keys) for leaf, keys in snap.pending.by_leaf.items()
@@ -112,19 +111,11 @@ class DebtOrder:
         for leaf in self.live_keys:
             for a in self.tree.leaf_ancestors[leaf]:
                 self.live[a] += 1
-        self.prios: dict[int, float] = {}  # computed on first use, dropped when `used` changes
         # parent (-1: the top level) -> its live children as (-priority, position, node), sorted
         self.ranked: dict[int, list[tuple[float, int, int]]] = {}
         self.entry: dict[int, tuple[float, int, int]] = {}  # node -> its entry in its level's ranking
         self.current: tuple[QueueKey, str] | None = None
         self.walk: list[tuple[int, int | None]] = []  # (chosen, runner-up) per level, for evidence
-
-    def prio(self, i: int) -> float:
-        p = self.prios.get(i)
-        if p is None:
-            s = self.snap
-            p = self.prios[i] = priority(s.debt[i], s.owed[i], self.used[i], s.entitlement[i], self.lookahead)
-        return p
 
     @property
     def chosen_path(self) -> list[tuple[str, float, str | None, float | None]]:
@@ -140,11 +131,10 @@ class DebtOrder:
         ]
 
     def used_changed(self, leaf: int) -> None:
-        """The leaf's usage changed in the pass: its and its ancestors' priorities are recomputed
-        and each is moved to its new place in its level's ranking (the others keep theirs)."""
-        parent, prios, entry = self.tree.parent, self.prios, self.entry
+        """The leaf's usage changed in the pass (and the pass told `prio`): its and its ancestors'
+        entries move to their new places in their levels' rankings (the others keep theirs)."""
+        parent, entry = self.tree.parent, self.entry
         for a in self.tree.leaf_ancestors[leaf]:
-            prios.pop(a, None)
             ranked = self.ranked.get(parent[a])
             if ranked is not None and self.live[a] > 0:
                 old = entry[a]

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .contract import lost_gpu_s, overhead_of
-from .fairness import may_take_from, priority, service_ratio
+from .fairness import PassPriorities, may_take_from, service_ratio
 from .placement import Alloc, Shape, Tentative, fits_with, place
 from .snapshot import (
     Decisions,
@@ -91,7 +91,14 @@ class _Pass:
         self.failed_in: dict[int, list[Shape]] = {}  # per leaf: shapes that could not start at all
         self.attempts = 0
         self.lost: dict[str, float] = {}  # job id -> lost work if preempted now (victim search)
-        self.prios: dict[int, float] = {}  # tree node -> priority with the pass's usage (cleared on change)
+        self.prio = PassPriorities(
+            snap.debt,
+            snap.owed,
+            self.used,
+            snap.entitlement,
+            snap.policy.scheduling.lookahead,
+            snap.tree.leaf_ancestors,
+        )  # shared with the queue order
         self.tried: str | None = None
         self.reservation: tuple[str, tuple[int, ...]] | None = None
         self.sched = snap.policy.scheduling
@@ -101,7 +108,7 @@ class _Pass:
     def _adjust_used(self, leaf: int, delta: float) -> None:
         for a in self.s.tree.leaf_ancestors[leaf]:
             self.used[a] += delta
-        self.prios.clear()
+        self.prio.changed(leaf)
 
     def preempt(self, r: RunView, reason: PreemptReason, by: str | None, evidence: dict[str, Any]) -> None:
         self.preempts.append(Preempt(r.job.id, reason, by, self._lost(r), evidence))
@@ -150,15 +157,6 @@ class _Pass:
         """Children of the lowest common ancestor of leaves a and b on each side."""
         return self.s.tree.sides(a, b)
 
-    def _prio(self, node: int) -> float:
-        p = self.prios.get(node)
-        if p is None:
-            s = self.s
-            p = self.prios[node] = priority(
-                s.debt[node], s.owed[node], self.used[node], s.entitlement[node], self.sched.lookahead
-            )
-        return p
-
     def _may_preempt(self, job: Job, rule: str) -> bool:
         """Whether `job` may try preemption under a fairness rule now: the rule allows it, the
         pass has attempts left, and the job is not in backoff after finding no victims (backoff
@@ -186,7 +184,7 @@ class _Pass:
         owed = self.s.owed
         return (
             over_served(theirs, self.used, owed)
-            and self._prio(theirs) < self._prio(mine)
+            and self.prio(theirs) < self.prio(mine)
             and service_ratio(self.used[theirs], owed[theirs])
             >= service_ratio(self.used[mine] + job.charge, owed[mine])
         )
@@ -267,8 +265,8 @@ class _Pass:
         mine, theirs = self._sides(job.leaf, r.job.leaf)
         extra = taken.get(theirs, 0.0)
         if not may_take_from(
-            self._prio(mine),
-            self._prio(theirs),
+            self.prio(mine),
+            self.prio(theirs),
             self.used[mine],
             self.s.owed[mine],
             job.charge,
@@ -369,9 +367,9 @@ class _Pass:
                 mine, theirs = self._sides(job.leaf, r.job.leaf)
                 ev.update(
                     preemptor_side=self.s.tree.paths[mine],
-                    preemptor_priority=num(self._prio(mine)),
+                    preemptor_priority=num(self.prio(mine)),
                     victim_side=self.s.tree.paths[theirs],
-                    victim_priority=num(self._prio(theirs)),
+                    victim_priority=num(self.prio(theirs)),
                     victim_side_used=self.used[theirs],
                     victim_side_owed=self.s.owed[theirs],
                 )
@@ -449,7 +447,7 @@ class _Pass:
         borrowing = rule != "none"
         if not borrowing and self.view.total_avail() <= 0:
             return  # nothing can start and nothing may be preempted: skip building the order
-        order = self.strategy.order(s, self.handled, self.used)
+        order = self.strategy.order(s, self.handled, self.prio)
         while True:
             if not borrowing and self.view.total_avail() <= 0:
                 break

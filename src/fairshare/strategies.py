@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from .fairness import PassPriorities
 from .ordering import DebtOrder, label_order, multifactor_order, submit_order
 from .snapshot import QueueKey, Snapshot
 
@@ -37,7 +38,7 @@ class Order(Protocol):
     def used_changed(self, leaf: int) -> None: ...
 
 
-OrderFactory = Callable[[Snapshot, set[str], list[float]], Order]
+OrderFactory = Callable[[Snapshot, set[str], PassPriorities], Order]  # prio: the pass's priorities
 VictimRule = Literal["none", "over_served", "lower_label"]
 
 
@@ -54,20 +55,20 @@ class Strategy:
     max_victim_candidates: int = 512
 
 
-def _fifo(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
+def _fifo(snap: Snapshot, skip: set[str], prio: PassPriorities) -> Order:
     return submit_order(snap, skip)
 
 
-def _labels(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
+def _labels(snap: Snapshot, skip: set[str], prio: PassPriorities) -> Order:
     return label_order(snap, skip)
 
 
-def _multifactor(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
+def _multifactor(snap: Snapshot, skip: set[str], prio: PassPriorities) -> Order:
     return multifactor_order(snap, skip)
 
 
-def _debt(snap: Snapshot, skip: set[str], used: list[float]) -> Order:
-    return DebtOrder(snap, skip, used)
+def _debt(snap: Snapshot, skip: set[str], prio: PassPriorities) -> Order:
+    return DebtOrder(snap, skip, prio)
 
 
 STRATEGIES: dict[str, Strategy] = {
