@@ -48,6 +48,12 @@ def over_served(node: int, used: Sequence[float], owed: Sequence[float]) -> bool
     return used[node] > owed[node] + EPS
 
 
+def deadline_due(latest_start: float, slack: float, now: float) -> bool:
+    """A pending deadline job is urgent once `now` reaches its latest start minus the slack:
+    phase 2 then starts it first, preempting if it must."""
+    return latest_start - slack <= now + EPS
+
+
 def may_be_victim(
     strategy: Strategy,
     ancestors: Sequence[int],
@@ -384,7 +390,7 @@ class _Pass:
         s = self.s
         slack = self.sched.deadline_slack
         for latest_start, _, jid in s.deadline_queue:
-            if latest_start - slack > s.now + EPS:
+            if not deadline_due(latest_start, slack, s.now):
                 break
             job = s.pending.jobs.get(jid)
             if job is None or jid in self.handled or job.deadline is None:
@@ -543,4 +549,4 @@ def decide(snap: Snapshot, strategy: Strategy) -> Decisions:
     return p.result()
 
 
-__all__ = ["decide", "may_be_victim", "over_served"]
+__all__ = ["deadline_due", "decide", "may_be_victim", "over_served"]

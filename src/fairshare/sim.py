@@ -28,7 +28,7 @@ from .metrics import IntervalState, MetricsRecorder
 from .placement import FreeIndex
 from .policy import Policy, ResolvedException, TreeIndex, resolve_exceptions
 from .results import ReplayResult
-from .scheduler import decide, may_be_victim
+from .scheduler import deadline_due, decide, may_be_victim
 from .snapshot import Decisions, JobState, PendingQueues, RunView, Snapshot
 from .strategies import Strategy, get_strategy
 from .workload import Job
@@ -470,7 +470,7 @@ class Simulator:
         run is considered at the pass of the event that makes it a possible victim."""
         owed, used = self._rates_now()
         q = self.deadline_q
-        urgent = bool(q) and q[0][0] - self.policy.scheduling.deadline_slack <= self.t + 1e-9
+        urgent = bool(q) and deadline_due(q[0][0], self.policy.scheduling.deadline_slack, self.t)
         for job_id, token in ended:
             if self.run_token.get(job_id) == token and job_id in self.running:
                 view = self.running[job_id]
