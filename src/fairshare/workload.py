@@ -198,6 +198,16 @@ class _Row:
         raise self.fail(key, f"expected true or false, got {v!r}")
 
 
+def _holds_member(node: Node, per: int, k: int, cpus: float | None, mem: float | None) -> bool:
+    """Whether a node holds one member of a k-node gang: `per` GPUs, and a k-th of the job's CPUs
+    and memory when the job and the node give them."""
+    return (
+        node.gpus >= per
+        and (not cpus or not node.cpus or cpus / k <= node.cpus)
+        and (not mem or not node.mem_gb or mem / k <= node.mem_gb)
+    )
+
+
 class WorkloadBuilder:
     """Resolves raw rows into Jobs against a policy and a cluster."""
 
@@ -233,13 +243,7 @@ class WorkloadBuilder:
                 continue
             per = gpus // k
             for ty in types:
-                holding = sum(
-                    c
-                    for n, c in self.kinds_by_type[ty]
-                    if n.gpus >= per
-                    and (not cpus or not n.cpus or cpus / k <= n.cpus)
-                    and (not mem or not n.mem_gb or mem / k <= n.mem_gb)
-                )
+                holding = sum(c for n, c in self.kinds_by_type[ty] if _holds_member(n, per, k, cpus, mem))
                 if holding >= k:
                     return k
         return None
@@ -265,11 +269,7 @@ class WorkloadBuilder:
             charges: list[float] = []
             for ty in types:
                 fitting = [
-                    (n, c)
-                    for n, c in self.kinds_by_type[ty]
-                    if n.gpus >= per
-                    and (not cpus or not n.cpus or cpus / nodes <= n.cpus)
-                    and (not mem or not n.mem_gb or mem / nodes <= n.mem_gb)
+                    (n, c) for n, c in self.kinds_by_type[ty] if _holds_member(n, per, nodes, cpus, mem)
                 ]
                 if sum(c for _, c in fitting) >= nodes:
                     charges.extend(charge_on(gpus, cpus, mem, n, self.rates) for n, _ in fitting)
