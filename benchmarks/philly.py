@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-WINDOW = ["--trace", "philly", "--jobs", "20000:36000", "--round-gpus", "--clip-duration", "1s:24h"]
+JOBS, CLIP = "20000:36000", "1s:24h"  # the window: these jobs, run times clipped to this range
+WINDOW = ["--trace", "philly", "--jobs", JOBS, "--round-gpus", "--clip-duration", CLIP]
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def phases(out: Path) -> list[tuple[str, float]]:
 
     steps = [("imports", time.perf_counter() - t)]
     t = time.perf_counter()
-    inputs = inputs_from_trace("philly", options=_window_options("20000:36000", True, "1s:24h", True))
+    inputs = inputs_from_trace("philly", options=_window_options(JOBS, True, CLIP, True))
     steps.append(("read and window the trace", time.perf_counter() - t))
     with ChartPool() as pool:
         t = time.perf_counter()
