@@ -64,10 +64,10 @@ def phases(out: Path) -> list[tuple[str, float]]:
     it (a chart worker started before the replay): (step, seconds)."""
     t = time.perf_counter()
     from fairshare.cli import _window_options
-    from fairshare.outputs import write_replay
-    from fairshare.report import ChartPool, write_report
-    from fairshare.results import Comparison
-    from fairshare.runner import inputs_from_trace, run_policy
+    from fairshare.replay.outputs import write_replay
+    from fairshare.replay.results import Comparison
+    from fairshare.replay.runner import inputs_from_trace, run_policy
+    from fairshare.report.html import ChartPool, write_report
 
     steps = [("imports", time.perf_counter() - t)]
     t = time.perf_counter()

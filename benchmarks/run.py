@@ -103,8 +103,8 @@ def child(policy: str, jobs: int, seed: int) -> RunResult:
     """One measured replay; runs inside a fresh interpreter."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     source = source_line()
-    from fairshare.outputs import write_replay
-    from fairshare.runner import inputs_from_scenario, run_policy
+    from fairshare.replay.outputs import write_replay
+    from fairshare.replay.runner import inputs_from_scenario, run_policy
     from workload_gen import cluster_gpus, generate, jobs_per_day
 
     t0 = time.perf_counter()
@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.from_json is not None:
         return reprint(args.from_json)
-    from fairshare.runner import check_policies
+    from fairshare.replay.runner import check_policies
 
     policies = check_policies([p for p in args.policies.split(",") if p.strip()])
     n: int = args.jobs

@@ -8,7 +8,7 @@ stream's rate: the superposition of the per-stream Poisson processes. So N jobs 
 days, and 4x the jobs means 4x the time span at the same load.
 
 The policy, fleet and generator are kept here (a frozen copy of the built-in scenarios' large policy,
-without exceptions), not imported from `fairshare.scenarios`, so that a change to the built-in
+without exceptions), not imported from `fairshare.inputs.scenarios`, so that a change to the built-in
 scenarios cannot silently change what the benchmark measures. The same (n, seed) always gives the same jobs.
 """
 
@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from fairshare.scenarios import ScenarioData
+from fairshare.inputs.scenarios import ScenarioData
 
 H = 3600.0
 D = 86400.0
 
 EPOCH = "2026-12-01T00:00:00Z"
 
-# A frozen copy of fairshare.scenarios.large_policy(exceptions=False).
+# A frozen copy of fairshare.inputs.scenarios.large_policy(exceptions=False).
 POLICY: dict[str, Any] = {
     "window": "7d",
     "gpu_rates": {"H100": 1.0, "A100": 0.6},

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fairshare.runner import Inputs, inputs_from_scenario, run_policy
-from fairshare.scenarios import ScenarioData
-from fairshare.sim import ReplayOutput
+from fairshare.inputs.scenarios import ScenarioData
+from fairshare.replay.runner import Inputs, inputs_from_scenario, run_policy
+from fairshare.replay.sim import ReplayOutput
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("FAIRSHARE_SHARED", ROOT.parent / "shared"))

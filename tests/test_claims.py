@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from fairshare.runner import inputs_from_scenario, run_policy
-from fairshare.scenarios import SCENARIOS
-from fairshare.sim import ReplayOutput
+from fairshare.inputs.scenarios import SCENARIOS
+from fairshare.replay.runner import inputs_from_scenario, run_policy
+from fairshare.replay.sim import ReplayOutput
 
 pytestmark = pytest.mark.slow
 SEED = 1

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from fairshare.cli import main
-from fairshare.formats import TRACES, traces_root
+from fairshare.inputs.formats import TRACES, traces_root
 from test_formats import NODES, PHILLY, PODS
 
 ROOT = Path(__file__).resolve().parent.parent

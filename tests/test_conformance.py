@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from conftest import job, run_checker, tiny_cluster, tiny_policy
-from fairshare.outputs import write_replay
-from fairshare.runner import inputs_from_scenario, run_policy
-from fairshare.scenarios import SCENARIOS, ScenarioData
-from fairshare.strategies import STRATEGIES
+from fairshare.core.strategies import STRATEGIES
+from fairshare.inputs.scenarios import SCENARIOS, ScenarioData
+from fairshare.replay.outputs import write_replay
+from fairshare.replay.runner import inputs_from_scenario, run_policy
 
 POLICIES = sorted(STRATEGIES)
 

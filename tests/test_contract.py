@@ -1,4 +1,5 @@
-"""Execution contracts of one run: overheads, progress, checkpoints, hangs, lost work (fairshare.contract).
+"""Execution contracts of one run: overheads, progress, checkpoints, hangs, lost work
+(fairshare.core.contract).
 
 FORMATS.md "Runs and progress", "Protection", "Hangs". Expected values by hand, arithmetic alongside.
 """
@@ -9,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from fairshare.contract import (
+from fairshare.core.contract import (
     RunPlan,
     hangs_in_run,
     kept_on_preempt,
@@ -18,7 +19,7 @@ from fairshare.contract import (
     plan_run,
     run_progress,
 )
-from fairshare.workload import Job
+from fairshare.inputs.workload import Job
 
 # A resumable 8-GPU training job: 1000 s of work, 60 s startup, 30 s restore, checkpoint every 100 s
 # of progress, protected 600 s.

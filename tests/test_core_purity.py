@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-import fairshare.sim as sim_module
-from fairshare.runner import inputs_from_scenario, run_policy
-from fairshare.scenarios import SCENARIOS
-from fairshare.scheduler import decide as scheduler_decide
-from fairshare.snapshot import Decisions, Snapshot
-from fairshare.strategies import Strategy
+import fairshare.replay.sim as sim_module
+from fairshare.core.scheduler import decide as scheduler_decide
+from fairshare.core.snapshot import Decisions, Snapshot
+from fairshare.core.strategies import Strategy
+from fairshare.inputs.scenarios import SCENARIOS
+from fairshare.replay.runner import inputs_from_scenario, run_policy
 
 
 def _state(s: Snapshot) -> Any:

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fairshare.runner import inputs_from_scenario, run_policy
-from fairshare.scenarios import SCENARIOS
+from fairshare.inputs.scenarios import SCENARIOS
+from fairshare.replay.runner import inputs_from_scenario, run_policy
 
 
 def _compare(out: Path, env_seed: str) -> None:

@@ -1,4 +1,4 @@
-"""Priority, service ratio and the preemption exchange condition (fairshare.fairness).
+"""Priority, service ratio and the preemption exchange condition (fairshare.core.fairness).
 
 P = (D + L·(O − U)) / (E + L·O); R = U / O; may_take_from per the module docstring and DESIGN.md §2
 ("Victims are chosen only from groups more over-served than the preemptor's group").
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from fairshare.fairness import may_take_from, priority, service_ratio
+from fairshare.core.fairness import may_take_from, priority, service_ratio
 
 L = 3600.0  # lookahead 1 h
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from conftest import run_checker, tiny_policy
-from fairshare.cluster import cluster_from_dict
 from fairshare.errors import InputError
-from fairshare.formats import (
+from fairshare.inputs.cluster import cluster_from_dict
+from fairshare.inputs.formats import (
     CLUSTER_FORMATS,
     TRACES,
     WORKLOAD_FORMATS,
@@ -28,11 +28,11 @@ from fairshare.formats import (
     traces_root,
     workload_format,
 )
-from fairshare.formats.openb import RATES, OpenbCluster, OpenbPods
-from fairshare.formats.philly import WINDOW_CLUSTER, PhillyFormat
-from fairshare.outputs import write_replay
-from fairshare.runner import dump_policy, inputs_from_sources, inputs_from_trace, run_policy
-from fairshare.workload import jobs_from_dicts
+from fairshare.inputs.formats.openb import RATES, OpenbCluster, OpenbPods
+from fairshare.inputs.formats.philly import WINDOW_CLUSTER, PhillyFormat
+from fairshare.inputs.workload import jobs_from_dicts
+from fairshare.replay.outputs import write_replay
+from fairshare.replay.runner import dump_policy, inputs_from_sources, inputs_from_trace, run_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fairshare.cli import main
-from fairshare.cluster import load_cluster
-from fairshare.policy import TreeIndex, load_policy, resolve_exceptions
-from fairshare.workload import load_workload
+from fairshare.inputs.cluster import load_cluster
+from fairshare.inputs.policy import TreeIndex, load_policy, resolve_exceptions
+from fairshare.inputs.workload import load_workload
 
 POLICY = """\
 window: 7d

@@ -1,4 +1,5 @@
-"""Owed by hierarchical water-filling, effective shares and the rolling-window ledger (fairshare.ledger).
+"""Owed by hierarchical water-filling, effective shares and the rolling-window ledger
+(fairshare.engine.ledger).
 
 Expected values are computed by hand (DESIGN.md §2, FORMATS.md "Definitions: owed"); the arithmetic
 is written next to each expectation.
@@ -14,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairshare.fairness import priority
-from fairshare.ledger import EPS, Ledger, effective_shares, water_fill
-from fairshare.policy import GroupNode, ResolvedException, TreeIndex
+from fairshare.core.fairness import priority
+from fairshare.engine.ledger import EPS, Ledger, effective_shares, water_fill
+from fairshare.inputs.policy import GroupNode, ResolvedException, TreeIndex
 
 DAY = 86400.0
 HOUR = 3600.0

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from conftest import events_of, job, replay, tiny_cluster, tiny_policy
-from fairshare.fairness import fair_tree_factors
-from fairshare.ledger import DecayLedger
+from fairshare.core.fairness import fair_tree_factors
+from fairshare.engine.ledger import DecayLedger
 
 H = 3600.0
 

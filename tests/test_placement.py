@@ -1,4 +1,5 @@
-"""Free-GPU index, best-fit single nodes, gang packing, holds and hypothetical frees (fairshare.placement).
+"""Free-GPU index, best-fit single nodes, gang packing, holds and hypothetical frees
+(fairshare.core.placement).
 
 DESIGN.md §2 "Placement" and the module docstring: single node = best fit (least leftover, ties lowest
 index); a gang = k nodes of one type, the tightest block that holds it, else as few blocks as possible.
@@ -10,8 +11,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from fairshare.cluster import Node
-from fairshare.placement import Alloc, FreeIndex, Shape, Tentative, fits_with, place, type_ids
+from fairshare.core.placement import Alloc, FreeIndex, Shape, Tentative, fits_with, place, type_ids
+from fairshare.inputs.cluster import Node
 
 
 def pool(name: str, count: int, per_block: int, gpus: int = 8, gpu_type: str = "H100") -> list[Node]:
@@ -289,7 +290,7 @@ def _pass_on(index: FreeIndex) -> object:
     """A scheduling pass reduced to what choosing reserved nodes reads: the index and its view."""
     from types import SimpleNamespace
 
-    from fairshare.scheduler import _Pass
+    from fairshare.core.scheduler import _Pass
 
     p = _Pass.__new__(_Pass)
     p.s = SimpleNamespace(index=index)  # type: ignore[assignment]

@@ -1,4 +1,4 @@
-"""The self-contained HTML report (fairshare.report)."""
+"""The self-contained HTML report (fairshare.report.html)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pytest
 
-from fairshare.report import ChartPool, render_report, write_report
-from fairshare.results import Comparison, ReplayResult, Series
+from fairshare.replay.results import Comparison, ReplayResult, Series
+from fairshare.report.html import ChartPool, render_report, write_report
 
 GROUPS = ("product", "research", "infra")
 SHARES = {"product": 40.0, "research": 35.0, "infra": 25.0}
@@ -240,7 +240,7 @@ def test_identical_bytes_across_processes(tmp_path: pathlib.Path) -> None:
     """The SVG ids come from a fixed hash salt, not a per-process random one."""
     script = (
         "import sys, pathlib; sys.path.insert(0, sys.argv[2]); import test_report as t; "
-        "from fairshare.report import write_report; "
+        "from fairshare.report.html import write_report; "
         "write_report(pathlib.Path(sys.argv[1]), [t._comparison()])"
     )
     here = str(pathlib.Path(__file__).parent)
@@ -264,8 +264,8 @@ def test_charts_drawn_by_a_worker_process_are_the_same_bytes() -> None:
 
 
 def test_report_module_does_not_import_matplotlib() -> None:
-    """The CLI imports fairshare.report up front; matplotlib (~0.5 s) waits until a chart is drawn."""
-    code = "import sys, fairshare.report; print('matplotlib' in sys.modules)"
+    """The CLI imports fairshare.report.html up front; matplotlib (~0.5 s) waits until a chart is drawn."""
+    code = "import sys, fairshare.report.html; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert out.stdout.strip() == "False"
 

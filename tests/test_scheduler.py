@@ -38,7 +38,8 @@ def test_under_served_group_preempts_a_loan_only_when_its_protected_window_ends(
 
 def _pass_times(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Record the time of every scheduling pass (every call of the core) in the replays that follow."""
-    from fairshare import scheduler, sim
+    from fairshare.core import scheduler
+    from fairshare.replay import sim
 
     times: list[float] = []
     real = scheduler.decide
@@ -436,8 +437,8 @@ def test_stall_after_zero_is_rejected() -> None:
 def test_a_run_may_be_a_victim_only_under_its_policys_rule(
     policy: str, over: tuple[int, ...], urgent: bool, expected: bool
 ) -> None:
-    from fairshare.scheduler import may_be_victim
-    from fairshare.strategies import get_strategy
+    from fairshare.core.scheduler import may_be_victim
+    from fairshare.core.strategies import get_strategy
 
     owed = [4.0, 4.0, 4.0]
     used = [5.0 if i in over else 4.0 for i in range(3)]

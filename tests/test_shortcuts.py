@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from fairshare.fairness import PassPriorities, priority
-from fairshare.ordering import DebtOrder
-from fairshare.placement import Shape
-from fairshare.runner import inputs_from_scenario
-from fairshare.scenarios import SCENARIOS
-from fairshare.scheduler import _Pass
-from fairshare.sim import ReplayOutput, Simulator
-from fairshare.snapshot import RunView, Snapshot
-from fairshare.strategies import get_strategy
-from fairshare.workload import Job
+from fairshare.core.fairness import PassPriorities, priority
+from fairshare.core.ordering import DebtOrder
+from fairshare.core.placement import Shape
+from fairshare.core.scheduler import _Pass
+from fairshare.core.snapshot import RunView, Snapshot
+from fairshare.core.strategies import get_strategy
+from fairshare.inputs.scenarios import SCENARIOS
+from fairshare.inputs.workload import Job
+from fairshare.replay.runner import inputs_from_scenario
+from fairshare.replay.sim import ReplayOutput, Simulator
 
 FAST = ["eight-gpu", "small-burst", "large-training", "maintenance-drain", "normal"]
 SLOW = [pytest.param(name, marks=pytest.mark.slow) for name in SCENARIOS if name not in FAST]

@@ -1,4 +1,4 @@
-"""The terminal comparison table and gate listing (fairshare.table)."""
+"""The terminal comparison table and gate listing (fairshare.report.table)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from fairshare.results import Comparison, ReplayResult, Series
-from fairshare.table import fmt_duration, format_comparison, format_gates, metric_rows
+from fairshare.replay.results import Comparison, ReplayResult, Series
+from fairshare.report.table import fmt_duration, format_comparison, format_gates, metric_rows
 
 EMPTY_SERIES = Series(t=(), occupancy=(), owed={}, delivered={})
 

@@ -3,15 +3,15 @@
 Public API: load inputs, run one policy or a comparison, and the pure scheduling core.
 """
 
-from .cluster import Cluster, load_cluster
+from .core.scheduler import decide
+from .core.snapshot import Decisions, Hold, Preempt, Snapshot, Start
+from .core.strategies import STRATEGIES, Strategy, get_strategy
 from .errors import InputError
-from .policy import Policy, TreeIndex, load_policy
-from .results import Comparison, ReplayResult, Series
-from .runner import Inputs, compare, inputs_from_files, inputs_from_scenario, run_policy
-from .scheduler import decide
-from .snapshot import Decisions, Hold, Preempt, Snapshot, Start
-from .strategies import STRATEGIES, Strategy, get_strategy
-from .workload import Job, load_workload
+from .inputs.cluster import Cluster, load_cluster
+from .inputs.policy import Policy, TreeIndex, load_policy
+from .inputs.workload import Job, load_workload
+from .replay.results import Comparison, ReplayResult, Series
+from .replay.runner import Inputs, compare, inputs_from_files, inputs_from_scenario, run_policy
 
 __version__ = "0.1.0"
 

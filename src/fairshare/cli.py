@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ._units import fmt_duration, instant
-from ._validation import load_yaml, validate
+from .core.strategies import STRATEGIES
 from .errors import InputError
-from .policy import Policy, TreeIndex
-from .results import Comparison
-from .strategies import STRATEGIES
+from .inputs._validation import load_yaml, validate
+from .inputs.policy import Policy, TreeIndex
+from .replay.results import Comparison
 
 if TYPE_CHECKING:
-    from .runner import Inputs
+    from .replay.runner import Inputs
 
 DEFAULT_POLICIES = "fairshare,priority-labels,fifo"
 CHART_WORKER_MIN_JOBS = 2000  # jobs x policies: below this the replays are too short to hide a worker's start
@@ -49,8 +49,8 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
         tree = TreeIndex.build(pol.tree)
         click.echo(_tree_text(pol, tree))
         if cluster is not None:
-            from .cluster import load_cluster
-            from .policy import resolve_exceptions
+            from .inputs.cluster import load_cluster
+            from .inputs.policy import resolve_exceptions
 
             cl = load_cluster(cluster, pol)
             resolve_exceptions(pol, tree, cl.epoch, str(policy), strict=True)
@@ -59,7 +59,7 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
                 f"({', '.join(cl.gpu_types)})"
             )
             if workload is not None:
-                from .workload import load_workload
+                from .inputs.workload import load_workload
 
                 jobs = load_workload(workload, pol, tree, cl)
                 click.echo(f"workload {workload}: {len(jobs)} jobs")
@@ -129,7 +129,7 @@ def _tree_text(pol: Policy, tree: TreeIndex) -> str:
 @main.command()
 def scenarios() -> None:
     """List the built-in scenarios, one line each."""
-    from .scenarios import DESCRIPTIONS
+    from .inputs.scenarios import DESCRIPTIONS
 
     for name, text in DESCRIPTIONS.items():
         click.echo(f"{name:<18} {text}")
@@ -146,7 +146,7 @@ def _progress(label: str, total: int) -> Iterator[Callable[[int], None] | None]:
 
 def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The input options shared by compare and replay: files, formats, a named trace and its window."""
-    from .formats import CLUSTER_FORMATS, TRACES, WORKLOAD_FORMATS
+    from .inputs.formats import CLUSTER_FORMATS, TRACES, WORKLOAD_FORMATS
 
     options = [
         click.option(
@@ -206,7 +206,7 @@ def _window_options(
     jobs_window: str | None, round_gpus: bool, clip: str | None, rebase: bool, repeat: int = 1
 ) -> Any:
     from ._units import parse_duration
-    from .formats import TraceOptions
+    from .inputs.formats import TraceOptions
 
     first, count = 0, None
     if jobs_window is not None:
@@ -252,8 +252,8 @@ def _file_inputs(
     options: Any,
 ) -> Any:
     """Inputs from --trace, or --workload of any format, with --policy/--cluster or the loader's defaults."""
-    from .formats import TraceOptions
-    from .runner import inputs_from_files, inputs_from_sources, inputs_from_trace
+    from .inputs.formats import TraceOptions
+    from .replay.runner import inputs_from_files, inputs_from_sources, inputs_from_trace
 
     if cluster_format is not None and cluster is None:
         raise InputError("--cluster-format", cluster_format, "give the cluster file with --cluster")
@@ -327,11 +327,11 @@ def compare(
     (philly, openb) or a trace file (--workload PATH --workload-format philly|openb), whose loader
     supplies the cluster and policy you do not give. See docs/traces.md.
     """
-    from .report import ChartPool, write_report
-    from .runner import check_policies, inputs_from_scenario
-    from .runner import compare as run_compare
-    from .scenarios import SCENARIOS
-    from .table import format_comparison
+    from .inputs.scenarios import SCENARIOS
+    from .replay.runner import check_policies, inputs_from_scenario
+    from .replay.runner import compare as run_compare
+    from .report.html import ChartPool, write_report
+    from .report.table import format_comparison
 
     try:
         names = check_policies(policies.split(","))
@@ -425,9 +425,9 @@ def replay(
     --policy and --cluster (a trace loader supplies the ones you leave out). No report.html: use
     compare for that.
     """
-    from .runner import check_policies
-    from .runner import compare as run_compare
-    from .table import format_comparison
+    from .replay.runner import check_policies
+    from .replay.runner import compare as run_compare
+    from .report.table import format_comparison
 
     try:
         names = check_policies([policy_name])
@@ -455,8 +455,8 @@ def replay(
 @click.option("--job", required=True, help="Job id.")
 def explain(out: Path, job: str) -> None:
     """Show the decisions that touched a job, with their evidence, and why it waited."""
-    from .explain import explain as explain_job
-    from .explain import replay_folders
+    from .report.explain import explain as explain_job
+    from .report.explain import replay_folders
 
     try:
         texts = [explain_job(f, job) for f in replay_folders(out)]

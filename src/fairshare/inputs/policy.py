@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ._units import fmt_duration, format_epoch, instant, is_duration_text, parse_duration, to_utc
+from .._units import fmt_duration, format_epoch, instant, is_duration_text, parse_duration, to_utc
+from ..errors import InputError
 from ._validation import AtPath, load_yaml, validate
-from .errors import InputError
 
 Seconds = float
 

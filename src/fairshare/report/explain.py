@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._units import fmt_duration
-from .errors import InputError
-from .outputs import read_jsonl
+from .._units import fmt_duration
+from ..errors import InputError
+from ..replay.outputs import read_jsonl
 
 HOLD_TEXT = {
     "no_capacity": "not enough free GPUs of an allowed type",

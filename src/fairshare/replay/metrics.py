@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ._units import fmt_duration
-from .ledger import Vec
-from .policy import Gates, ResolvedException, TreeIndex
+from .._units import fmt_duration
+from ..engine.ledger import Vec
+from ..inputs.policy import Gates, ResolvedException, TreeIndex
+from ..inputs.workload import Job
 from .results import Series
-from .workload import Job
 
 EPS = 1e-6
 DAY = 86400.0

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError
+from ...errors import InputError
 
 ENV = "FAIRSHARE_TRACES"
 DEFAULT = Path("..") / "shared" / "traces"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .cluster import Cluster
+from ..inputs.cluster import Cluster
 from .sim import ReplayOutput
 
 

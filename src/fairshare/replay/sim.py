@@ -20,18 +20,18 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ._units import format_epoch
-from .cluster import Cluster
-from .contract import kept_on_preempt, overhead_of, plan_run, run_progress
-from .ledger import DecayLedger, Ledger, effective_fractions, effective_shares, water_fill
+from .._units import format_epoch
+from ..core.contract import kept_on_preempt, overhead_of, plan_run, run_progress
+from ..core.placement import FreeIndex
+from ..core.scheduler import deadline_due, decide, may_be_victim
+from ..core.snapshot import Decisions, JobState, PendingQueues, RunView, Snapshot
+from ..core.strategies import Strategy, get_strategy
+from ..engine.ledger import DecayLedger, Ledger, effective_fractions, effective_shares, water_fill
+from ..inputs.cluster import Cluster
+from ..inputs.policy import Policy, ResolvedException, TreeIndex, resolve_exceptions
+from ..inputs.workload import Job
 from .metrics import IntervalState, MetricsRecorder
-from .placement import FreeIndex
-from .policy import Policy, ResolvedException, TreeIndex, resolve_exceptions
 from .results import ReplayResult
-from .scheduler import deadline_due, decide, may_be_victim
-from .snapshot import Decisions, JobState, PendingQueues, RunView, Snapshot
-from .strategies import Strategy, get_strategy
-from .workload import Job
 
 FINISH, DRAIN, SUBMIT, WAKE = 0, 1, 2, 3
 # events and decisions are written with orjson (about ten times json.dumps's speed on these lines)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...errors import InputError
 from .._validation import reading_errors
-from ..errors import InputError
 from ..workload import _Row
 
 

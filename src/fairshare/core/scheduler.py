@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..inputs.workload import Job
 from .contract import lost_gpu_s, overhead_of
 from .fairness import PassPriorities, may_take_from, service_ratio
 from .placement import Alloc, Shape, Tentative, fits_with, place
@@ -37,7 +38,6 @@ from .snapshot import (
     Start,
 )
 from .strategies import Strategy
-from .workload import Job
 
 EPS = 1e-9
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ._units import instant, to_utc
+from .._units import instant, to_utc
+from ..errors import InputError
 from ._validation import load_yaml, validate
-from .errors import InputError
 from .policy import Policy
 
 EPOCH_DEFAULT = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .policy import ResolvedException, TreeIndex
+from ..inputs.policy import ResolvedException, TreeIndex
 
 EPS = 1e-6
 Vec = npt.NDArray[np.float64]

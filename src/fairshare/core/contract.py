@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .workload import Job
+from ..inputs.workload import Job
 
 
 @dataclass(frozen=True, slots=True)

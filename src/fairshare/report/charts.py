@@ -23,9 +23,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from fairshare.report import WAIT_FLOOR_S as _WAIT_FLOOR_S
-from fairshare.results import ReplayResult
-from fairshare.table import class_names
+from ..replay.results import ReplayResult
+from .table import WAIT_FLOOR_S as _WAIT_FLOOR_S
+from .table import class_names
 
 _POLICY_COLORS = {
     "fairshare": "#1f77b4",

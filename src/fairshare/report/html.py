@@ -1,7 +1,7 @@
 """One self-contained HTML report comparing policies: tables plus inline SVG charts.
 
 No network: no external scripts, styles, fonts or images; every chart is SVG written by matplotlib
-(fairshare.charts, imported only when a chart is drawn). The output is byte-identical for the same
+(fairshare.report.charts, imported only when a chart is drawn). The output is byte-identical for the same
 input (fixed SVG hash salt, no dates), whether the charts are drawn in this process or, with a
 ChartPool, in worker processes started while the replays run.
 """
@@ -18,11 +18,10 @@ from collections.abc import Callable, Sequence
 from multiprocessing.pool import Pool
 from types import TracebackType
 
-from fairshare.results import Comparison, ReplayResult
-from fairshare.table import NA, Row, metric_rows
+from ..replay.results import Comparison, ReplayResult
+from .table import NA, WAIT_FLOOR_S, Row, metric_rows
 
-WAIT_FLOOR_S = 10.0  # waits below this are drawn at it on the log-scale wait chart
-CHART_CAPTIONS: dict[str, str] = {  # chart name (fairshare.charts.CHARTS) -> caption, in page order
+CHART_CAPTIONS: dict[str, str] = {  # chart name (fairshare.report.charts.CHARTS) -> caption, in page order
     "waits": "Wait to first start by class: the share of jobs (y) that had started within a "
     f"given wait (x, log scale; waits under {WAIT_FLOOR_S:g}s drawn at {WAIT_FLOOR_S:g}s). "
     "Further left and higher is better.",
@@ -59,14 +58,14 @@ figcaption{color:#555;font-size:13px} .muted{color:#666}
 
 
 def _draw(name: str, results: Sequence[ReplayResult], prefix: str) -> str:
-    from fairshare.charts import chart_svg  # matplotlib: imported where a chart is drawn
+    from .charts import chart_svg  # matplotlib: imported where a chart is drawn
 
     return chart_svg(name, results, prefix)
 
 
 def _warm_up() -> None:
     """A worker's start: import the charts (matplotlib) before the first chart is asked for."""
-    importlib.import_module("fairshare.charts")
+    importlib.import_module("fairshare.report.charts")
 
 
 class ChartPool:

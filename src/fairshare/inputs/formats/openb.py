@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._units import fmt_duration
+from ..._units import fmt_duration
+from ...errors import InputError
 from ..cluster import Cluster
-from ..errors import InputError
 from ..policy import Policy, TreeIndex
 from ..workload import Job, build_jobs
 from ._table import TraceRow, gc_paused, read_table

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..inputs.policy import Policy, TreeIndex
+from ..inputs.workload import LABELS, Job
 from .placement import Alloc, FreeIndex, Shape, type_ids
-from .policy import Policy, TreeIndex
-from .workload import LABELS, Job
 
 LABEL_RANK = {name: i for i, name in enumerate(LABELS)}  # high=0 first
 

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from .errors import InputError
+from ..errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
 Loc = tuple[int | str, ...]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...errors import InputError
 from .._validation import load_yaml
 from ..cluster import Cluster
-from ..errors import InputError
 from ..policy import Policy, TreeIndex
 from ..workload import Job, load_workload
 from .registry import (

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._units import parse_duration
+from .._units import parse_duration
+from ..errors import InputError
 from ._validation import reading_errors
 from .cluster import Cluster, Node
-from .errors import InputError
 from .policy import Policy, TreeIndex
 
 COLUMNS = (

@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fairshare.results import Comparison, ReplayResult
+from ..replay.results import Comparison, ReplayResult
+
+WAIT_FLOOR_S = 10.0  # waits below this are drawn at it on the log-scale wait chart
 
 NA = "—"
 

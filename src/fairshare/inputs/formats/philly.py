@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from .._units import fmt_duration
+from ..._units import fmt_duration
+from ...errors import InputError
 from ..cluster import Cluster
-from ..errors import InputError
 from ..policy import Policy, TreeIndex
 from ..workload import Job, build_jobs
 from ._table import Table, TraceRow, gc_paused, read_table

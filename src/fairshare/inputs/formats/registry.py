@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from ...errors import InputError
 from ..cluster import Cluster
-from ..errors import InputError
 from ..policy import Policy, TreeIndex
 from ..workload import Job
 

@@ -10,23 +10,23 @@ from typing import Any
 
 import yaml
 
-from ._validation import load_yaml, validate
-from .cluster import Cluster, ClusterSpec, build_cluster
-from .errors import InputError
-from .formats import (
+from ..core.strategies import STRATEGIES
+from ..errors import InputError
+from ..inputs._validation import load_yaml, validate
+from ..inputs.cluster import Cluster, ClusterSpec, build_cluster
+from ..inputs.formats import (
     WORKLOAD_FORMATS,
     TraceOptions,
     get_cluster_format,
     get_workload_format,
     trace_file,
 )
+from ..inputs.policy import Policy, TreeIndex
+from ..inputs.scenarios import ScenarioData
+from ..inputs.workload import Job, jobs_from_dicts, load_workload
 from .outputs import write_replay
-from .policy import Policy, TreeIndex
 from .results import Comparison
-from .scenarios import ScenarioData
 from .sim import ReplayOutput, Simulator
-from .strategies import STRATEGIES
-from .workload import Job, jobs_from_dicts, load_workload
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def inputs_from_sources(
         raw = loaded.default_policy(sorted({p.gpu_type for p in spec.pools}))
         policy_where = f"{loaded.where}: default policy"
         text = (
-            f"# The {wf.name} loader's default policy for {workload} (fairshare.formats.{wf.name};\n"
+            f"# The {wf.name} loader's default policy for {workload} (fairshare.inputs.formats.{wf.name};\n"
             "# the shares, classes and GPU rates are explained in docs/traces.md).\n" + dump_policy(raw)
         )
         notes.append(f"policy: the {wf.name} default ({len(raw['tree'])} groups; see docs/traces.md)")
