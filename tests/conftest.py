@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from fairshare.inputs.scenarios import ScenarioData
+from fairshare.replay.results import ReplayOutput
 from fairshare.replay.runner import Inputs, inputs_from_scenario, run_policy
-from fairshare.replay.sim import ReplayOutput
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("FAIRSHARE_SHARED", ROOT.parent / "shared"))

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from fairshare.inputs.scenarios import SCENARIOS
+from fairshare.replay.results import ReplayOutput
 from fairshare.replay.runner import inputs_from_scenario, run_policy
-from fairshare.replay.sim import ReplayOutput
 
 pytestmark = pytest.mark.slow
 SEED = 1

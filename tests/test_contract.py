@@ -1,5 +1,6 @@
-"""Execution contracts of one run: overheads, progress, checkpoints, hangs, lost work
-(fairshare.core.contract).
+"""Execution contracts of one run: overheads, progress, checkpoints, hangs, lost work — the
+scheduler's side from the request (fairshare.core.contract) and the replay's truth
+(fairshare.replay.truth).
 
 FORMATS.md "Runs and progress", "Protection", "Hangs". Expected values by hand, arithmetic alongside.
 """
@@ -10,20 +11,22 @@ import dataclasses
 
 import pytest
 
-from fairshare.core.contract import (
+from fairshare.core import contract
+from fairshare.core.contract import latest_start, overhead_of, remaining
+from fairshare.core.model import JobRequest
+from fairshare.inputs.workload import Job
+from fairshare.replay.truth import (
     RunPlan,
     hangs_in_run,
     kept_on_preempt,
     lost_gpu_s,
-    overhead_of,
     plan_run,
     run_progress,
 )
-from fairshare.inputs.workload import Job
 
 # A resumable 8-GPU training job: 1000 s of work, 60 s startup, 30 s restore, checkpoint every 100 s
 # of progress, protected 600 s.
-TRAIN = Job(
+REQUEST = JobRequest(
     id="j1",
     submit=0.0,
     group="research",
@@ -35,7 +38,7 @@ TRAIN = Job(
     gpu_types=None,
     cpus=None,
     mem_gb=None,
-    work=1000.0,
+    estimate=1000.0,
     label="medium",
     deadline=None,
     protected=600.0,
@@ -45,24 +48,27 @@ TRAIN = Job(
     restore=30.0,
     startup=60.0,
     max_stall=600.0,
-    stall_after=None,
     charge=8.0,
     seq=0,
 )
+TRAIN = Job(REQUEST, work=1000.0, stall_after=None)
 # The same job, not resumable (checkpoint 0 as resolved by the workload loader).
-EVAL = dataclasses.replace(TRAIN, id="j2", cls="eval", resumable=False, checkpoint=0.0)
+EVAL = Job(dataclasses.replace(REQUEST, id="j2", cls="eval", resumable=False, checkpoint=0.0), 1000.0, None)
 
 
 def job(**changes: object) -> Job:
-    return dataclasses.replace(TRAIN, **changes)  # type: ignore[arg-type]
+    """TRAIN with some request fields or truth (`work`, `stall_after`) changed."""
+    truth = {k: changes.pop(k) for k in ("work", "stall_after") if k in changes}
+    request = dataclasses.replace(REQUEST, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(TRAIN, request=request, **truth)  # type: ignore[arg-type]
 
 
 # --- overheads and plan_run
 def test_overhead_startup_on_first_start_restore_on_resumable_restart() -> None:
-    assert overhead_of(TRAIN, restarted=False) == 60.0  # first start: startup
-    assert overhead_of(TRAIN, restarted=True) == 30.0  # resumable restart: restore
-    assert overhead_of(EVAL, restarted=False) == 60.0  # first start: startup
-    assert overhead_of(EVAL, restarted=True) == 60.0  # non-resumable restart starts over: startup
+    assert overhead_of(TRAIN.request, restarted=False) == 60.0  # first start: startup
+    assert overhead_of(TRAIN.request, restarted=True) == 30.0  # resumable restart: restore
+    assert overhead_of(EVAL.request, restarted=False) == 60.0  # first start: startup
+    assert overhead_of(EVAL.request, restarted=True) == 60.0  # non-resumable restart starts over: startup
 
 
 @pytest.mark.parametrize(
@@ -155,7 +161,9 @@ def test_kept_on_preempt_non_resumable_is_zero() -> None:
 )
 def test_lost_gpu_s(the_job: Job, run: tuple[float, float, float, float], expected: float) -> None:
     t0, t, overhead, kept = run
-    assert lost_gpu_s(the_job, t0, t, overhead, kept, False, the_job.gpus) == pytest.approx(expected)
+    assert lost_gpu_s(the_job, t0, t, overhead, kept, False) == pytest.approx(expected)
+    # the scheduler's estimate from the request agrees while the run has not hung
+    assert contract.lost_gpu_s(the_job.request, t0, t, overhead, None) == pytest.approx(expected)
 
 
 # --- hangs
@@ -195,7 +203,11 @@ def test_hung_job_preempted_keeps_its_last_checkpoint() -> None:
     progress, reached = run_progress(HANGS, 0.0, 2000.0, 60.0, 0.0, False)
     assert (progress, reached) == (550.0, True)
     assert kept_on_preempt(HANGS, progress, 0.0) == 500.0
-    assert lost_gpu_s(HANGS, 0.0, 2000.0, 60.0, 0.0, False, 8) == pytest.approx(12000.0)
+    assert lost_gpu_s(HANGS, 0.0, 2000.0, 60.0, 0.0, False) == pytest.approx(12000.0)
+    # the scheduler, told the run hung at 610, estimates the same loss without knowing stall_after
+    assert contract.lost_gpu_s(HANGS.request, 0.0, 2000.0, 60.0, 610.0) == pytest.approx(12000.0)
+    # not told of the hang, it would believe the run progressed all along: 1900 kept, lost 800
+    assert contract.lost_gpu_s(HANGS.request, 0.0, 2000.0, 60.0, None) == pytest.approx(800.0)
 
 
 @pytest.mark.parametrize("stall_after", [1000.0, 2000.0], ids=["equal_to_work", "above_work"])
@@ -222,6 +234,19 @@ def test_non_resumable_hang_restarts_from_zero_and_does_not_hang_again() -> None
     j = dataclasses.replace(EVAL, stall_after=550.0)
     assert plan_run(j, 0.0, 0.0, False, False) == RunPlan(60.0, None, 610.0, 600.0)  # 60 + 550
     # after a no_progress preemption it keeps nothing: lost (2000 - 0) * 8 = 16000
-    assert lost_gpu_s(j, 0.0, 2000.0, 60.0, 0.0, False, 8) == pytest.approx(16000.0)
+    assert lost_gpu_s(j, 0.0, 2000.0, 60.0, 0.0, False) == pytest.approx(16000.0)
     # restart at 3000: startup again, from zero, no hang: 3000 + 60 + 1000 = 4060
     assert plan_run(j, 3000.0, 0.0, True, True) == RunPlan(60.0, 4060.0, None, 3600.0)
+
+
+# --- deadlines by the estimate
+def test_remaining_and_latest_start_use_the_estimate_not_the_work() -> None:
+    # declared 3000 s although the truth is 1000 s; deadline 10,000
+    j = job(estimate=3000.0, deadline=10_000.0)
+    assert j.work == 1000.0
+    # first start: startup 60 + 3000 = 3060; latest start 10,000 - 3060 = 6940
+    assert remaining(j.request, restarted=False, kept=0.0) == 3060.0
+    assert latest_start(j.request, restarted=False, kept=0.0) == 6940.0
+    # restarted with 500 kept: restore 30 + 3000 - 500 = 2530; latest 7470
+    assert remaining(j.request, restarted=True, kept=500.0) == 2530.0
+    assert latest_start(j.request, restarted=True, kept=500.0) == 7470.0

@@ -197,17 +197,21 @@ def test_philly_jobs_in_stable_submit_order_rebased_with_ids_from_rows(tmp_path:
     assert [j.id for j in jobs] == ["philly-1", "philly-2", "philly-3", "philly-0", "philly-4"]
     assert [j.submit for j in jobs] == [0.0, 300.0, 300.0, 600.0, 1200.0]
     assert [j.seq for j in jobs] == [0, 1, 2, 3, 4]
-    assert {j.cls for j in jobs} == {"train"}
-    assert [j.group for j in jobs] == ["teamB", "teamA", "teamB", "teamA", "teamC"]
+    assert {j.request.cls for j in jobs} == {"train"}
+    assert [j.request.group for j in jobs] == ["teamB", "teamA", "teamB", "teamA", "teamC"]
     assert jobs[0].work == 100.0 and jobs[1].work == 50000.0
     assert inputs.cluster.epoch.isoformat() == "2017-10-01T00:00:00+00:00"
 
 
 def test_philly_jobs_over_8_gpus_are_gangs_of_8_gpu_nodes(tmp_path: Path) -> None:
     by = {j.id: j for j in philly(tmp_path).jobs}
-    assert (by["philly-1"].gpus, by["philly-1"].nodes, by["philly-1"].per_node) == (16, 2, 8)
-    assert (by["philly-3"].gpus, by["philly-3"].nodes) == (12, 2)  # unrounded: 6 per node
-    assert (by["philly-2"].gpus, by["philly-2"].nodes) == (3, 1)
+    assert (by["philly-1"].request.gpus, by["philly-1"].request.nodes, by["philly-1"].request.per_node) == (
+        16,
+        2,
+        8,
+    )
+    assert (by["philly-3"].request.gpus, by["philly-3"].request.nodes) == (12, 2)  # unrounded: 6 per node
+    assert (by["philly-2"].request.gpus, by["philly-2"].request.nodes) == (3, 1)
 
 
 def test_philly_default_policy_shares_are_team_gpu_hours_and_cluster_is_40x8(tmp_path: Path) -> None:
@@ -216,7 +220,11 @@ def test_philly_default_policy_shares_are_team_gpu_hours_and_cluster_is_40x8(tmp
     assert [(g["name"], g["share"]) for g in policy["tree"]] == [("teamA", 42), ("teamC", 2), ("teamB", 1)]
     assert set(policy["classes"]) == {"train"}
     train = inputs.policy.classes["train"]
-    assert (train.protected, train.resumable, train.checkpoint) == (1800.0, True, 1800.0)
+    assert (train.protected, train.resumable, train.checkpoint) == (
+        1800.0,
+        True,
+        1800.0,
+    )
     assert policy["gpu_rates"] == {"gpu": 1.0}
     assert len(inputs.cluster.nodes) == 40 and inputs.cluster.total_gpus() == 320
     assert len({n.block for n in inputs.cluster.nodes}) == 4
@@ -237,7 +245,11 @@ def test_the_example_window_cluster_file_is_the_default_cluster() -> None:
 def test_philly_rounding_and_clipping(tmp_path: Path) -> None:
     inputs = philly(tmp_path, round_gpus=True, clip=(10.0, 3600.0))
     by = {j.id: j for j in inputs.jobs}
-    assert (by["philly-2"].gpus, by["philly-3"].gpus, by["philly-3"].nodes) == (4, 16, 2)
+    assert (by["philly-2"].request.gpus, by["philly-3"].request.gpus, by["philly-3"].request.nodes) == (
+        4,
+        16,
+        2,
+    )
     assert by["philly-2"].work == 3600.0 and by["philly-3"].work == 10.0 and by["philly-0"].work == 600.0
     assert any("2 jobs' GPUs rounded up" in n for n in inputs.notes)
     assert any("2 run times clipped to [10s, 1h]" in n for n in inputs.notes)
@@ -397,17 +409,25 @@ def test_openb_pods_shared_gpus_specs_qos_classes_and_cpu_only_pods(tmp_path: Pa
     inputs = openb(tmp_path)
     by = {j.id: j for j in inputs.jobs}
     assert [j.id for j in inputs.jobs] == ["p4", "p2", "p1", "p0", "p3"]  # by creation time
-    assert by["p0"].gpus == 1 and by["p0"].cls == "BE" and by["p0"].group == "BE"  # 500 milli -> 1 GPU
-    assert by["p0"].cpus == 4.0 and by["p0"].mem_gb == 8.0 and by["p0"].work == 1000.0
-    assert by["p1"].gpu_types == ("V100M16", "T4") and by["p1"].work == 4990.0 and by["p1"].submit == 50.0
-    assert by["p3"].gpu_types is None and by["p3"].gpus == 8 and by["p3"].work == 300.0  # pending
-    assert by["p4"].work == 5.0 and by["p4"].cls == "Burstable"
+    assert (
+        by["p0"].request.gpus == 1 and by["p0"].request.cls == "BE" and by["p0"].request.group == "BE"
+    )  # 500 milli -> 1 GPU
+    assert by["p0"].request.cpus == 4.0 and by["p0"].request.mem_gb == 8.0 and by["p0"].work == 1000.0
+    assert (
+        by["p1"].request.gpu_types == ("V100M16", "T4")
+        and by["p1"].work == 4990.0
+        and by["p1"].submit == 50.0
+    )
+    assert (
+        by["p3"].request.gpu_types is None and by["p3"].request.gpus == 8 and by["p3"].work == 300.0
+    )  # pending
+    assert by["p4"].work == 5.0 and by["p4"].request.cls == "Burstable"
     # CPU-only p2 (2 CPUs, 4 GiB): no GPU; pending charge = its dominant share on the cheapest pool:
     # G2 max(2/12, 4/48), V100M16 max(2/8, 4/32), T4 max(2/52, 4/256), each times the type's rate
     dominant = {"G2": 2 / 12, "V100M16": 2 / 8, "T4": 2 / 52}
-    assert by["p2"].gpus == 0
-    assert by["p2"].charge == pytest.approx(min(RATES[t] * d for t, d in dominant.items()))
-    assert {j.nodes for j in inputs.jobs} == {1}
+    assert by["p2"].request.gpus == 0
+    assert by["p2"].request.charge == pytest.approx(min(RATES[t] * d for t, d in dominant.items()))
+    assert {j.request.nodes for j in inputs.jobs} == {1}
     classes = inputs.policy.classes
     assert classes["BE"].resumable and not classes["LS"].resumable and classes["LS"].protected == 7200.0
     assert inputs.policy.gpu_rates == {t: RATES[t] for t in ("G2", "T4", "V100M16")}
@@ -435,7 +455,7 @@ def test_openb_window_and_rounding(tmp_path: Path) -> None:
     assert [j.id for j in openb(tmp_path, first=2, count=2).jobs] == ["p1", "p0"]
     assert [j.submit for j in openb(tmp_path, first=2, count=2).jobs] == [0.0, 50.0]
     pods = PODS.replace("p1,8000,16384,2,1000", "p1,8000,16384,3,1000")
-    assert {j.id: j.gpus for j in openb(tmp_path, pods, round_gpus=True).jobs}["p1"] == 4
+    assert {j.id: j.request.gpus for j in openb(tmp_path, pods, round_gpus=True).jobs}["p1"] == 4
 
 
 def test_openb_unknown_gpu_spec_names_the_cell(tmp_path: Path) -> None:
@@ -502,12 +522,14 @@ def test_real_philly_full_load_has_82247_jobs_of_15_teams() -> None:
     real_trace("philly")
     inputs = inputs_from_trace("philly")
     assert len(inputs.jobs) == 82_247
-    assert len(inputs.policy.tree) == 15 and len({j.group for j in inputs.jobs}) == 15
+    assert len(inputs.policy.tree) == 15 and len({j.request.group for j in inputs.jobs}) == 15
     assert inputs.jobs[0].submit == 0.0
     assert all(a.submit <= b.submit for a, b in zip(inputs.jobs, inputs.jobs[1:], strict=False))
-    gangs = [j for j in inputs.jobs if j.gpus > 8]
-    assert len(gangs) == 7 + 199 + 7 + 67 + 6 + 3 and all(j.per_node == 8 or j.gpus == 12 for j in gangs)
-    assert max(j.gpus for j in inputs.jobs) == 128
+    gangs = [j for j in inputs.jobs if j.request.gpus > 8]
+    assert len(gangs) == 7 + 199 + 7 + 67 + 6 + 3 and all(
+        j.request.per_node == 8 or j.request.gpus == 12 for j in gangs
+    )
+    assert max(j.request.gpus for j in inputs.jobs) == 128
     assert inputs.cluster.epoch.isoformat() == "2017-09-04T10:30:41+00:00"
 
 
@@ -519,7 +541,7 @@ def test_real_philly_benchmark_window_has_16000_jobs_from_t0() -> None:
     inputs = inputs_from_trace("philly", options=options)
     assert len(inputs.jobs) == 16_000 and inputs.jobs[0].submit == 0.0
     assert all(1.0 <= j.work <= 86_400.0 for j in inputs.jobs)
-    assert {j.gpus for j in inputs.jobs} <= {1, 2, 4, 8, 16}
+    assert {j.request.gpus for j in inputs.jobs} <= {1, 2, 4, 8, 16}
     assert inputs.cluster.epoch.isoformat() == "2017-10-10T06:54:45+00:00"
 
 
@@ -540,8 +562,8 @@ def test_real_openb_pods_load_with_qos_classes_and_cpu_only_pods_counted() -> No
     assert s["shared_gpu_pods"] == 3_078
     inputs = inputs_from_trace("openb")
     assert len(inputs.jobs) == 8_152  # CPU-only pods too, with no GPU
-    assert sum(1 for j in inputs.jobs if j.gpus == 0) == 1_088
-    assert {j.cls for j in inputs.jobs} == {"LS", "BE", "Burstable", "Guaranteed"}
+    assert sum(1 for j in inputs.jobs if j.request.gpus == 0) == 1_088
+    assert {j.request.cls for j in inputs.jobs} == {"LS", "BE", "Burstable", "Guaranteed"}
     assert len(inputs.cluster.nodes) == 1_213
 
 
@@ -603,7 +625,7 @@ def test_philly_repeat_places_copies_back_to_back_at_the_same_rate(tmp_path: Pat
     by_id = {j.id: j for j in three.jobs}
     for j in one.jobs:
         assert by_id[f"{j.id}-r2"].submit == pytest.approx(j.submit + 2 * period)
-        assert by_id[f"{j.id}-r1"].work == j.work and by_id[f"{j.id}-r1"].group == j.group
+        assert by_id[f"{j.id}-r1"].work == j.work and by_id[f"{j.id}-r1"].request.group == j.request.group
 
 
 @pytest.mark.slow

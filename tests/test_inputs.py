@@ -18,8 +18,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fairshare.cli import main
+from fairshare.core.tree import TreeIndex
 from fairshare.inputs.cluster import load_cluster
-from fairshare.inputs.policy import TreeIndex, load_policy, resolve_exceptions
+from fairshare.inputs.policy import load_policy, resolve_exceptions
 from fairshare.inputs.workload import load_workload
 
 POLICY = """\
@@ -847,16 +848,27 @@ def test_jsonl_loads_the_same_jobs_as_csv(tmp_path: Path) -> None:
     assert from_csv == from_jsonl
     assert [j.id for j in from_csv] == ["j1", "j2", "j3"]
     j1, j2, j3 = from_csv
-    assert (j1.nodes, j1.gpu_types, j1.label, j1.deadline, j1.resumable) == (
+    assert (
+        j1.request.nodes,
+        j1.request.gpu_types,
+        j1.request.label,
+        j1.request.deadline,
+        j1.request.resumable,
+    ) == (
         1,
         None,
         "high",
         4 * 3600.0,
         False,
     )
-    assert (j2.nodes, j2.gpu_types, j2.label, j2.checkpoint) == (2, ("H100",), "medium", 1800.0)
-    assert j3.gpu_types == ("A100",)
-    assert j3.charge == pytest.approx(2 * 0.6)
+    assert (j2.request.nodes, j2.request.gpu_types, j2.request.label, j2.request.checkpoint) == (
+        2,
+        ("H100",),
+        "medium",
+        1800.0,
+    )
+    assert j3.request.gpu_types == ("A100",)
+    assert j3.request.charge == pytest.approx(2 * 0.6)
     result = run("check", files.policy, "--cluster", files.cluster, "--workload", jsonl)
     assert result.exit_code == 0, result.output
     assert "3 jobs" in result.output
@@ -917,4 +929,4 @@ def test_default_gang_size_is_the_fewest_nodes_that_hold_gpus_cpus_and_memory(
     )
     pol = load_policy(files.policy)
     (job,) = load_workload(files.workload, pol, TreeIndex.build(pol.tree), load_cluster(files.cluster, pol))
-    assert job.nodes == nodes
+    assert job.request.nodes == nodes

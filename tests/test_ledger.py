@@ -16,8 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairshare.core.fairness import priority
-from fairshare.engine.ledger import EPS, Ledger, effective_shares, water_fill
-from fairshare.inputs.policy import GroupNode, ResolvedException, TreeIndex
+from fairshare.core.model import LEDGER_EPS as EPS
+from fairshare.core.model import ResolvedException
+from fairshare.core.tree import TreeIndex
+from fairshare.engine.ledger import Ledger
+from fairshare.engine.owed import effective_shares, water_fill
+from fairshare.inputs.policy import GroupNode
 
 DAY = 86400.0
 HOUR = 3600.0

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from fairshare.core.model import Node
 from fairshare.core.placement import Alloc, FreeIndex, Shape, Tentative, fits_with, place, type_ids
-from fairshare.inputs.cluster import Node
 
 
 def pool(name: str, count: int, per_block: int, gpus: int = 8, gpu_type: str = "H100") -> list[Node]:

@@ -1,4 +1,4 @@
-"""The scheduling core's and the simulator's shortcuts change nothing: each replay is run again
+"""The scheduling core's and the engine's shortcuts change nothing: each replay is run again
 with every shortcut replaced by the plain computation it stands for, and the event logs, audit
 records and metrics must be identical."""
 
@@ -12,15 +12,17 @@ from typing import Any
 import pytest
 
 from fairshare.core.fairness import PassPriorities, priority
+from fairshare.core.model import JobRequest
 from fairshare.core.ordering import DebtOrder
 from fairshare.core.placement import Shape
 from fairshare.core.scheduler import _Pass
 from fairshare.core.snapshot import RunView, Snapshot
 from fairshare.core.strategies import get_strategy
+from fairshare.engine.state import EngineState
 from fairshare.inputs.scenarios import SCENARIOS
-from fairshare.inputs.workload import Job
+from fairshare.replay.results import ReplayOutput
 from fairshare.replay.runner import inputs_from_scenario
-from fairshare.replay.sim import ReplayOutput, Simulator
+from fairshare.replay.sim import Simulator
 
 FAST = ["eight-gpu", "small-burst", "large-training", "maintenance-drain", "normal"]
 SLOW = [pytest.param(name, marks=pytest.mark.slow) for name in SCENARIOS if name not in FAST]
@@ -31,7 +33,7 @@ class _RankEveryStep(DebtOrder):
     scratch on priorities computed afresh (no incremental ranking, no priority cache)."""
 
     def _pick(self, parent: int, ids: Sequence[int]) -> tuple[int, int | None]:
-        s, used, look = self.snap, self.prio.used, self.snap.policy.scheduling.lookahead
+        s, used, look = self.snap, self.prio.used, self.snap.knobs.lookahead
 
         def fresh(i: int) -> float:
             return priority(s.debt[i], s.owed[i], used[i], s.entitlement[i], look)
@@ -40,12 +42,12 @@ class _RankEveryStep(DebtOrder):
         return ranked[0][2], ranked[1][2] if len(ranked) > 1 else None
 
 
-def _could_free_always(self: _Pass, shape: Shape, job: Job, runs: list[RunView]) -> bool:
+def _could_free_always(self: _Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
     """No capacity pre-check: every victim search prices every candidate and runs in full."""
     return True
 
 
-def _hold_nodes_plain(self: _Pass, job: Job, shape: Shape) -> tuple[int, ...]:
+def _hold_nodes_plain(self: _Pass, job: JobRequest, shape: Shape) -> tuple[int, ...]:
     """Every available node of each allowed type ranked by free GPUs in the pass's view (most
     first, then lowest index); the type whose first k nodes have the most free GPUs (first type
     on ties)."""
@@ -62,7 +64,7 @@ def _hold_nodes_plain(self: _Pass, job: Job, shape: Shape) -> tuple[int, ...]:
     return best[1] if best else ()
 
 
-def _fragmented_plain(self: Simulator) -> float:
+def _fragmented_plain(self: EngineState) -> float:
     """FORMATS.md's fragmented GPUs from the per-node free counts: idle GPUs of every type that some
     pending job could use (enough free GPUs of its types in all) but cannot be placed on."""
     index = self.fleet.index
@@ -88,7 +90,7 @@ def _replay(scenario: str, policy: str, plain: bool, monkeypatch: pytest.MonkeyP
     if plain:
         monkeypatch.setattr(_Pass, "_could_free", _could_free_always)
         monkeypatch.setattr(_Pass, "_hold_nodes", _hold_nodes_plain)
-        monkeypatch.setattr(Simulator, "_fragmented", _fragmented_plain)
+        monkeypatch.setattr(EngineState, "fragmented_gpus", _fragmented_plain)
         real_init = _Pass.__init__
 
         def init(self: _Pass, *args: Any) -> None:
@@ -127,7 +129,7 @@ def test_the_shortcuts_are_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bool] = []
     real = _Pass._could_free
 
-    def spy(self: _Pass, shape: Shape, job: Job, runs: list[RunView]) -> bool:
+    def spy(self: _Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
         seen.append(real(self, shape, job, runs))
         return seen[-1]
 

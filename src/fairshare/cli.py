@@ -13,9 +13,10 @@ import click
 
 from ._units import fmt_duration, instant
 from .core.strategies import STRATEGIES
+from .core.tree import TreeIndex
 from .errors import InputError
 from .inputs._validation import load_yaml, validate
-from .inputs.policy import Policy, TreeIndex
+from .inputs.policy import Policy
 from .replay.results import Comparison
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
 
                 jobs = load_workload(workload, pol, tree, cl)
                 click.echo(f"workload {workload}: {len(jobs)} jobs")
-                capped = [j for j in jobs if j.protected_capped]
+                capped = [j.request for j in jobs if j.request.protected_capped]
                 if capped:
                     click.echo(
                         f"note: {len(capped)} job(s) asked for more protection than their class's "

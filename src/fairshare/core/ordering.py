@@ -208,7 +208,7 @@ def multifactor_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
     age = now − submit. Higher priority first; ties in submit order. Within one queue (one leaf,
     one shape) the oldest job has the highest priority, so merging queue heads gives the order.
     """
-    sched = snap.policy.scheduling
+    sched = snap.knobs
     factors = fair_tree_factors(snap.tree.children, snap.tree.top, snap.tree.share, snap.decayed_usage)
     jobs = snap.pending.jobs
 

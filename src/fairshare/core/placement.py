@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from ..inputs.cluster import Node
+from .model import Node
 
 Alloc = tuple[tuple[int, int], ...]  # ((node index, gpus), ...) in node order
 

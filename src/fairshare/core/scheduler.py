@@ -23,9 +23,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..inputs.workload import Job
-from .contract import lost_gpu_s, overhead_of
+from .contract import lost_gpu_s, remaining
 from .fairness import PassPriorities, may_take_from, service_ratio
+from .model import STALL_EPS, TIME_EPS, JobRequest
 from .placement import Alloc, Shape, Tentative, fits_with, place
 from .snapshot import (
     Decisions,
@@ -39,7 +39,7 @@ from .snapshot import (
 )
 from .strategies import Strategy
 
-EPS = 1e-9
+EPS = TIME_EPS
 
 
 def over_served(node: int, used: Sequence[float], owed: Sequence[float]) -> bool:
@@ -102,12 +102,12 @@ class _Pass:
             snap.owed,
             self.used,
             snap.entitlement,
-            snap.policy.scheduling.lookahead,
+            snap.knobs.lookahead,
             snap.tree.leaf_ancestors,
         )  # shared with the queue order
         self.tried: str | None = None
         self.reservation: tuple[str, tuple[int, ...]] | None = None
-        self.sched = snap.policy.scheduling
+        self.sched = snap.knobs
         self.victims_latest = max(snap.victims_at, default=-math.inf)
 
     # ------------------------------------------------------------------ effects on the pass
@@ -122,17 +122,17 @@ class _Pass:
         self.view.give(r.alloc)
         self._adjust_used(r.job.leaf, -r.charge)
 
-    def start(self, job: Job, alloc: Alloc, evidence: dict[str, Any]) -> None:
+    def start(self, job: JobRequest, alloc: Alloc, evidence: dict[str, Any]) -> None:
         charge = job.charge_on(self.s.index.nodes[alloc[0][0]], dict(self.s.rates))
         self.view.take(alloc)
         self.starts.append(Start(job.id, alloc, charge, evidence))
         self.handled.add(job.id)
         self._adjust_used(job.leaf, charge)
 
-    def shape_of(self, job: Job) -> Shape:
+    def shape_of(self, job: JobRequest) -> Shape:
         return self.s.pending.shape_of[job.id][2]
 
-    def wait(self, job: Job) -> float:
+    def wait(self, job: JobRequest) -> float:
         return self.s.now - self.s.states[job.id].pending_since
 
     # ------------------------------------------------------------------ phase 1
@@ -147,15 +147,15 @@ class _Pass:
             for jid in s.hung:
                 r = s.running[jid]
                 if (
-                    r.stall_at is not None
+                    r.hung_since is not None
                     and jid not in self.gone
-                    and s.now - r.stall_at >= r.job.max_stall - 1e-6
+                    and s.now - r.hung_since >= r.job.max_stall - STALL_EPS
                 ):
                     self.preempt(
                         r,
                         "no_progress",
                         None,
-                        {"no_progress_since": r.stall_at, "max_stall_s": r.job.max_stall},
+                        {"no_progress_since": r.hung_since, "max_stall_s": r.job.max_stall},
                     )
 
     # ------------------------------------------------------------------ victims
@@ -163,7 +163,7 @@ class _Pass:
         """Children of the lowest common ancestor of leaves a and b on each side."""
         return self.s.tree.sides(a, b)
 
-    def _may_preempt(self, job: Job, rule: str) -> bool:
+    def _may_preempt(self, job: JobRequest, rule: str) -> bool:
         """Whether `job` may try preemption under a fairness rule now: the rule allows it, the
         pass has attempts left, and the job is not in backoff after finding no victims (backoff
         ends early when a run left its protected window since: a new candidate victim)."""
@@ -182,7 +182,7 @@ class _Pass:
             for leaf, t in enumerate(self.s.victims_at)
         )
 
-    def _may_take_side(self, job: Job, leaf: int) -> bool:
+    def _may_take_side(self, job: JobRequest, leaf: int) -> bool:
         """Whether the fair-share exchange could let `job` take a run of `leaf` at all: the victim's
         side is over-served, below the taker's side in priority, and stays at least as well served
         as the taker would be (a victim of zero charge; the real charge only makes it harder)."""
@@ -195,7 +195,7 @@ class _Pass:
             >= service_ratio(self.used[mine] + job.charge, owed[mine])
         )
 
-    def _candidates(self, job: Job, rule: str) -> list[RunView]:
+    def _candidates(self, job: JobRequest, rule: str) -> list[RunView]:
         """Runs the rule allows `job` to preempt (unordered: see `_cheapest`)."""
         s = self.s
         out: list[RunView] = []
@@ -234,7 +234,7 @@ class _Pass:
         out.sort(key=lambda c: (c[0], c[1]))
         return out[: self.strategy.max_victim_candidates]
 
-    def _could_free(self, shape: Shape, job: Job, runs: list[RunView]) -> bool:
+    def _could_free(self, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
         """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
         `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
         before the lost work of each candidate is computed (most searches fail here)."""
@@ -261,12 +261,10 @@ class _Pass:
         """GPU-seconds `r` would lose if preempted now (computed once per pass per run)."""
         lost = self.lost.get(r.job.id)
         if lost is None:
-            lost = self.lost[r.job.id] = lost_gpu_s(
-                r.job, r.t0, self.s.now, r.overhead, r.kept, r.stall_done, r.job.gpus
-            )
+            lost = self.lost[r.job.id] = lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.hung_since)
         return lost
 
-    def _allowed_victim(self, job: Job, r: RunView, taken: dict[int, float]) -> bool:
+    def _allowed_victim(self, job: JobRequest, r: RunView, taken: dict[int, float]) -> bool:
         """The fair-share exchange condition, with what this selection already took from each side."""
         mine, theirs = self._sides(job.leaf, r.job.leaf)
         extra = taken.get(theirs, 0.0)
@@ -284,7 +282,7 @@ class _Pass:
         taken[theirs] = extra + r.charge
         return True
 
-    def find_victims(self, job: Job, rule: str) -> tuple[list[RunView], Alloc, int] | None:
+    def find_victims(self, job: JobRequest, rule: str) -> tuple[list[RunView], Alloc, int] | None:
         """Victims whose GPUs make `job` placeable, at the least lost work.
 
         Node-centric: for every node of an allowed type, the cheapest victims on it that free
@@ -353,7 +351,9 @@ class _Pass:
             return None
         return victims_list, alloc, len(cands)
 
-    def try_preempting(self, job: Job, rule: str, reason: PreemptReason, evidence: dict[str, Any]) -> bool:
+    def try_preempting(
+        self, job: JobRequest, rule: str, reason: PreemptReason, evidence: dict[str, Any]
+    ) -> bool:
         if rule != "any" and not self._may_preempt(job, rule):
             return False  # no rule, attempts used up, or in backoff; deadlines are exempt from both
         if rule != "any":
@@ -396,8 +396,7 @@ class _Pass:
             if job is None or jid in self.handled or job.deadline is None:
                 continue
             state = s.states[jid]
-            need = overhead_of(job, state.starts > 0) + job.work - state.kept
-            if s.now + need > job.deadline + EPS:
+            if s.now + remaining(job, state.starts > 0, state.kept) > job.deadline + EPS:
                 continue  # no longer feasible: ordinary order
             ev = {"phase": "deadline", "deadline": job.deadline, "latest_start": latest_start}
             alloc = place(self.view, jid, self.shape_of(job))
@@ -407,7 +406,7 @@ class _Pass:
                 self.try_preempting(job, "any", "deadline", ev)
 
     # ------------------------------------------------------------------ reservation (in phase 3)
-    def reserve(self, job: Job, shape: Shape, ev: dict[str, Any]) -> None:
+    def reserve(self, job: JobRequest, shape: Shape, ev: dict[str, Any]) -> None:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
         held = self._hold_nodes(job, shape)
         if held:
@@ -416,7 +415,7 @@ class _Pass:
             self.reservation = (job.id, held)
             ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
 
-    def _hold_nodes(self, job: Job, shape: Shape) -> tuple[int, ...]:
+    def _hold_nodes(self, job: JobRequest, shape: Shape) -> tuple[int, ...]:
         """The k nodes of one allowed type with the most free GPUs in the pass's view (starts and
         preemptions made earlier in the pass included; ties: lowest index); of the types, the one
         whose k nodes have the most free GPUs in total (ties: the first type)."""
@@ -443,7 +442,7 @@ class _Pass:
                 best = (total, tuple(sorted(i for _, i in picked)))
         return best[1] if best else ()
 
-    def _avail_of(self, job: Job) -> int:
+    def _avail_of(self, job: JobRequest) -> int:
         return self.view.free_of_types(self.shape_of(job).types)
 
     # ------------------------------------------------------------------ phase 3
@@ -507,7 +506,7 @@ class _Pass:
             if self.attempts >= self.strategy.max_preempt_attempts:
                 borrowing = False
 
-    def _evidence(self, order: object, job: Job) -> dict[str, Any]:
+    def _evidence(self, order: object, job: JobRequest) -> dict[str, Any]:
         ev: dict[str, Any] = {"phase": "ordered", "order": self.strategy.name, "waited_s": self.wait(job)}
         path = getattr(order, "chosen_path", None)
         if path:
@@ -522,7 +521,7 @@ class _Pass:
             ]
         return ev
 
-    def _hold_reason(self, job: Job, shape: Shape, tried_preempting: bool) -> HoldReason:
+    def _hold_reason(self, job: JobRequest, shape: Shape, tried_preempting: bool) -> HoldReason:
         if tried_preempting:
             return "no_victims"
         avail = self._avail_of(job)

@@ -13,31 +13,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..inputs.policy import Policy, TreeIndex
-from ..inputs.workload import LABELS, Job
+from .model import LABEL_RANK, JobRequest, Knobs
 from .placement import Alloc, FreeIndex, Shape, type_ids
-
-LABEL_RANK = {name: i for i, name in enumerate(LABELS)}  # high=0 first
+from .tree import TreeIndex
 
 PreemptReason = Literal["fair_share", "label", "drain", "deadline", "no_progress"]
-HoldReason = Literal["no_capacity", "fragmented", "reserved", "no_victims", "drained"]
-PREEMPT_REASONS: tuple[PreemptReason, ...] = ("fair_share", "label", "drain", "deadline", "no_progress")
-HOLD_REASONS: tuple[HoldReason, ...] = ("no_capacity", "fragmented", "reserved", "no_victims", "drained")
+HoldReason = Literal["no_capacity", "fragmented", "reserved", "no_victims"]
 
 
 @dataclass(frozen=True, slots=True)
 class RunView:
     """One running job as the scheduler sees it."""
 
-    job: Job
+    job: JobRequest
     t0: float
     alloc: Alloc
     charge: float
     overhead: float
     kept: float  # progress kept before this run
-    stall_done: bool
     protected_until: float
-    stall_at: float | None  # when progress stopped (or will stop) in this run; None: no hang
+    hung_since: float | None = None  # reported to have stopped progressing then (None: not hung)
 
 
 @dataclass(slots=True)
@@ -70,10 +65,10 @@ class PendingQueues:
     queues: dict[QueueKey, list[tuple[int, str]]] = field(default_factory=dict)
     # per leaf: its queue keys in a fixed order (label rank, then shape), kept sorted on change
     by_leaf: dict[int, list[QueueKey]] = field(default_factory=dict)
-    jobs: dict[str, Job] = field(default_factory=dict)
+    jobs: dict[str, JobRequest] = field(default_factory=dict)
     shape_of: dict[str, QueueKey] = field(default_factory=dict)
 
-    def add(self, job: Job, index: FreeIndex) -> None:
+    def add(self, job: JobRequest, index: FreeIndex) -> None:
         key = (
             job.leaf,
             LABEL_RANK[job.label],
@@ -87,7 +82,7 @@ class PendingQueues:
         self.jobs[job.id] = job
         self.shape_of[job.id] = key
 
-    def remove(self, job: Job) -> None:
+    def remove(self, job: JobRequest) -> None:
         key = self.shape_of.pop(job.id)
         del self.jobs[job.id]
         q = self.queues[key]
@@ -107,7 +102,7 @@ class PendingQueues:
 @dataclass(frozen=True)
 class Snapshot:
     now: float
-    policy: Policy
+    knobs: Knobs
     tree: TreeIndex
     rates: Mapping[str, float]
     index: FreeIndex
@@ -120,8 +115,7 @@ class Snapshot:
     owed: Sequence[float]  # owed rate per tree node now
     used: Sequence[float]  # running charge per tree node now
     entitlement: Sequence[float]  # ∫owed over the window per tree node (GPU-equivalent seconds)
-    fraction: Sequence[float]  # effective share fraction per tree node (exceptions included)
-    hung: Sequence[str] = ()  # running jobs that have stopped making progress
+    hung: Sequence[str] = ()  # running jobs reported to have stopped making progress
     deadline_queue: Sequence[tuple[float, int, str]] = ()  # pending deadline jobs by latest start
     decayed_usage: Sequence[float] = ()  # half-life decayed usage per tree node (slurm-multifactor)
     # per tree node (leaves): the latest time one of its runs left its protected window while it

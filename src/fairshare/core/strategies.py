@@ -98,11 +98,11 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 
-def get_strategy(name: str, snap_policy_preemption: str = "over_served") -> Strategy:
+def get_strategy(name: str, preemption: str = "over_served") -> Strategy:
     try:
         s = STRATEGIES[name]
     except KeyError:
         raise KeyError(f"unknown policy {name!r} (known: {', '.join(STRATEGIES)})") from None
-    if name == "fairshare" and snap_policy_preemption == "none":
+    if name == "fairshare" and preemption == "none":
         return dataclasses.replace(s, victims="none")
     return s

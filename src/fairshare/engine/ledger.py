@@ -2,10 +2,7 @@
 
 Definitions (DESIGN.md §2, FORMATS.md):
 
-    owed_g(t)      C(t) split over tree nodes with demand: at each level, siblings with demand get
-                   capacity in proportion to their (effective) shares, capped by their demand; what a
-                   capped sibling leaves goes to the others (work-conserving). No demand -> owed 0,
-                   so idleness never creates debt.
+    owed_g(t)      C(t) split over tree nodes with demand by water-filling (fairshare.engine.owed).
     delivered_g(t) the running charge of g's leaves.
     debt_g(t)      ∫ owed_g − ∫ delivered_g over the rolling window W. > 0 under-served, < 0 over-served.
 
@@ -21,75 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ..inputs.policy import ResolvedException, TreeIndex
-
-EPS = 1e-6
 Vec = npt.NDArray[np.float64]
-
-
-def water_fill(
-    tree: TreeIndex, capacity: float, demand: Sequence[float], share: Sequence[float]
-) -> list[float]:
-    """Owed rate of every tree node (list indexed by node id).
-
-    `demand[i]` is node i's demand (its leaves' pending + running charge), `share[i]` its effective
-    share (base share plus unexpired exceptions). Edge cases: capacity 0 gives all zeros; a node
-    with demand <= EPS gets nothing; when total demand is below capacity every node gets its demand.
-    Among siblings the solution is owed_i = min(demand_i, λ · share_i) with the owed summing to
-    min(parent's owed, their demand): visiting siblings in ascending demand/share, each is capped
-    at its demand while its proportional portion of what remains reaches it (λ only grows as
-    siblings are capped); the first one that is not capped fixes λ for all the rest.
-    """
-    if sum(demand[i] for i in tree.top) <= capacity - EPS:
-        # Unsaturated: every node is owed exactly its demand (its leaves' demand sums to it, and a
-        # parent owed its demand can give each child its own). Nodes at or below EPS get 0.
-        return [d if d > EPS else 0.0 for d in demand]
-    owed = [0.0] * len(tree.paths)
-
-    def split(ids: Sequence[int], cap: float) -> None:
-        active = sorted((demand[i] / share[i], i) for i in ids if demand[i] > EPS)
-        remaining = min(cap, sum(demand[i] for i in ids))
-        total = sum(share[i] for _, i in active)
-        for k, (_, i) in enumerate(active):
-            if remaining <= EPS:
-                break
-            if remaining * share[i] / total >= demand[i] - EPS:
-                owed[i] = demand[i]
-                remaining -= demand[i]
-                total -= share[i]
-                continue
-            for _, j in active[k:]:
-                owed[j] = remaining * share[j] / total
-            break
-        for i in ids:
-            if tree.children[i]:
-                split(tree.children[i], owed[i])
-
-    split(tree.top, capacity)
-    return owed
-
-
-def effective_shares(tree: TreeIndex, exceptions: Sequence[ResolvedException], t: float) -> list[float]:
-    """Base share plus every exception that has not expired at t (expiry is exclusive)."""
-    share = list(tree.share)
-    for ex in exceptions:
-        if t < ex.expires_t - EPS:
-            share[ex.node] += ex.extra_share
-    return share
-
-
-def effective_fractions(tree: TreeIndex, share: Sequence[float]) -> list[float]:
-    """Entitlement fraction of each node: share / sum(sibling shares) x parent's fraction."""
-    frac = [0.0] * len(tree.paths)
-
-    def walk(ids: Sequence[int], f: float) -> None:
-        total = sum(share[i] for i in ids)
-        for i in ids:
-            frac[i] = f * share[i] / total if total > 0 else 0.0
-            walk(tree.children[i], frac[i])
-
-    walk(tree.top, 1.0)
-    return frac
 
 
 class Ledger:

@@ -11,12 +11,20 @@ from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
 from ..errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class StrictModel(BaseModel):
+    """Every input model: unknown keys are errors, values are immutable once loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
 Loc = tuple[int | str, ...]
 
 

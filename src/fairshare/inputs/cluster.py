@@ -7,21 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from .._units import instant, to_utc
+from ..core.model import Node
 from ..errors import InputError
-from ._validation import load_yaml, validate
+from ._validation import StrictModel, load_yaml, validate
 from .policy import Policy
 
 EPOCH_DEFAULT = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Pool(_Strict):
+class Pool(StrictModel):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     count: int = Field(ge=1)
     gpus: int = Field(ge=1)
@@ -31,7 +28,7 @@ class Pool(_Strict):
     nodes_per_block: int | None = Field(default=None, ge=1)
 
 
-class Drain(_Strict):
+class Drain(StrictModel):
     nodes: tuple[str, ...] = Field(min_length=1)
     start: Any = Field(default=None, validate_default=True)
     deadline: Any = None
@@ -48,7 +45,7 @@ class Drain(_Strict):
         return v
 
 
-class ClusterSpec(_Strict):
+class ClusterSpec(StrictModel):
     pools: tuple[Pool, ...] = Field(min_length=1)
     maintenance: tuple[Drain, ...] = ()
     epoch: Any = None
@@ -60,27 +57,6 @@ class ClusterSpec(_Strict):
         if v is not None:
             to_utc(v)
         return v
-
-
-@dataclass(frozen=True)
-class Node:
-    name: str
-    pool: str
-    gpus: int
-    gpu_type: str
-    cpus: float
-    mem_gb: float
-    block: str
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "node": self.name,
-            "gpus": self.gpus,
-            "gpu_type": self.gpu_type,
-            "block": self.block,
-            "cpus": self.cpus,
-            "mem_gb": self.mem_gb,
-        }
 
 
 @dataclass(frozen=True)

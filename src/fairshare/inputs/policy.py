@@ -7,21 +7,18 @@ tree the ledger and scheduler work on (arrays indexed by node id, parents before
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .._units import fmt_duration, format_epoch, instant, is_duration_text, parse_duration, to_utc
+from ..core.model import Knobs, ResolvedException
+from ..core.tree import TreeIndex
 from ..errors import InputError
-from ._validation import AtPath, load_yaml, validate
+from ._validation import AtPath, StrictModel, load_yaml, validate
 
 Seconds = float
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _dur(v: Any) -> float:
@@ -35,7 +32,7 @@ def _not_bool(v: Any) -> Any:
     return v
 
 
-class GroupNode(_Strict):
+class GroupNode(StrictModel):
     name: str = Field(min_length=1)
     share: float
     owner: str | None = None
@@ -81,7 +78,7 @@ def _check_unique(nodes: tuple[GroupNode, ...]) -> None:
         seen[n.name] = i
 
 
-class JobClass(_Strict):
+class JobClass(StrictModel):
     """An execution contract. Durations in seconds after parsing."""
 
     protected: Seconds = 0.0
@@ -127,7 +124,7 @@ class JobClass(_Strict):
         return self.protected if self.max_protected is None else self.max_protected
 
 
-class ShareException(_Strict):
+class ShareException(StrictModel):
     group: str
     extra_share: float
     expires: Any = Field(default=None, validate_default=True)
@@ -162,15 +159,16 @@ class ShareException(_Strict):
         return v
 
 
-class Gates(_Strict):
+class Gates(StrictModel):
     share_floor: float = 0.9
     lost_work_pct: float = 5.0
     deadline_met_pct: float = 95.0
     exception_max_days: float = 30.0
 
 
-class Scheduling(_Strict):
-    """Knobs of the scheduling strategies (defaults are the documented behaviour).
+class Scheduling(StrictModel):
+    """Knobs of the scheduling strategies (defaults are the documented behaviour; the core reads
+    them as `fairshare.core.model.Knobs`, field for field).
 
     gang_reserve_after  a job that cannot start after waiting this long gets capacity reserved
     lookahead           L in the fair-share priority (fairness.py)
@@ -184,7 +182,6 @@ class Scheduling(_Strict):
     weight_fairshare (PriorityWeightFairshare, 10000), weight_age (PriorityWeightAge, 1000)
     """
 
-    ordering: Literal["debt"] = "debt"
     preemption: Literal["over_served", "none"] = "over_served"
     gang_reserve_after: Seconds = 1800.0
     lookahead: Seconds = 3600.0
@@ -212,8 +209,12 @@ class Scheduling(_Strict):
     def _durations(cls, v: Any) -> Any:
         return _dur(v)
 
+    def knobs(self) -> Knobs:
+        """The core's copy of these knobs (same names; the core imports no pydantic)."""
+        return Knobs(**self.model_dump())
 
-class Policy(_Strict):
+
+class Policy(StrictModel):
     window: Seconds = 7 * 86400.0
     gpu_rates: dict[str, float] = Field(default_factory=dict)
     tree: tuple[GroupNode, ...] = Field(min_length=1)
@@ -256,101 +257,6 @@ class Policy(_Strict):
         return self
 
 
-@dataclass(frozen=True)
-class TreeIndex:
-    """The budget tree flattened: node i has `paths[i]`, `parent[i]` (-1 at top), `children[i]`.
-
-    Nodes are in depth-first order so parents come before children. Static fraction of a node is
-    `share / sum(sibling shares) x parent's fraction`; the top level sums to 1.
-    """
-
-    paths: tuple[str, ...]
-    parent: tuple[int, ...]
-    children: tuple[tuple[int, ...], ...]
-    share: tuple[float, ...]
-    static_frac: tuple[float, ...]
-    depth: tuple[int, ...]
-    top: tuple[int, ...]
-    leaves: tuple[int, ...]
-    leaf_ancestors: tuple[tuple[int, ...], ...]  # per node id: for a leaf, itself and its ancestors
-    _sides: dict[tuple[int, int], tuple[int, int]] = field(
-        default_factory=dict, compare=False, repr=False
-    )  # memo of sides(); the tree itself never changes
-
-    def sides(self, a: int, b: int) -> tuple[int, int]:
-        """For two leaves a != b: the children of their lowest common ancestor on a's and b's side
-        (two top-level groups when the LCA is the root)."""
-        hit = self._sides.get((a, b))
-        if hit is None:
-            depth, parent = self.depth, self.parent
-            x, y = a, b
-            while depth[x] > depth[y]:
-                x = parent[x]
-            while depth[y] > depth[x]:
-                y = parent[y]
-            while parent[x] != parent[y]:
-                x, y = parent[x], parent[y]
-            hit = self._sides[(a, b)] = (x, y)
-        return hit
-
-    @staticmethod
-    def build(tree: tuple[GroupNode, ...]) -> TreeIndex:
-        paths: list[str] = []
-        parent: list[int] = []
-        children: list[list[int]] = []
-        share: list[float] = []
-        frac: list[float] = []
-        depth: list[int] = []
-
-        def walk(nodes: tuple[GroupNode, ...], prefix: str, up: int, f: float, d: int) -> list[int]:
-            total = sum(n.share for n in nodes)
-            ids = []
-            for n in nodes:
-                i = len(paths)
-                ids.append(i)
-                paths.append(f"{prefix}/{n.name}" if prefix else n.name)
-                parent.append(up)
-                children.append([])
-                share.append(n.share)
-                frac.append(f * n.share / total)
-                depth.append(d)
-                children[i] = walk(n.children, paths[i], i, frac[i], d + 1)
-            return ids
-
-        top = walk(tree, "", -1, 1.0, 0)
-        leaves = tuple(i for i in range(len(paths)) if not children[i])
-        anc: list[tuple[int, ...]] = []
-        for i in range(len(paths)):
-            chain = [i]
-            while parent[chain[-1]] >= 0:
-                chain.append(parent[chain[-1]])
-            anc.append(tuple(chain))
-        return TreeIndex(
-            paths=tuple(paths),
-            parent=tuple(parent),
-            children=tuple(tuple(c) for c in children),
-            share=tuple(share),
-            static_frac=tuple(frac),
-            depth=tuple(depth),
-            top=tuple(top),
-            leaves=leaves,
-            leaf_ancestors=tuple(anc),
-        )
-
-    def index(self) -> dict[str, int]:
-        return {p: i for i, p in enumerate(self.paths)}
-
-
-@dataclass(frozen=True)
-class ResolvedException:
-    node: int
-    group: str
-    extra_share: float
-    expires_t: float  # replay-clock seconds
-    approver: str | None
-    reason: str | None
-
-
 def resolve_exceptions(
     policy: Policy, tree: TreeIndex, epoch: dt.datetime, where: str, strict: bool
 ) -> tuple[ResolvedException, ...]:
@@ -386,14 +292,3 @@ def _when(expires: Any, epoch: dt.datetime, t: float) -> str:
 def load_policy(path: Path | str) -> Policy:
     p = Path(path)
     return validate(Policy, load_yaml(p), str(p))
-
-
-def check_rates(policy: Policy, gpu_types: list[str], where: str) -> None:
-    for ty in gpu_types:
-        if ty not in policy.gpu_rates:
-            raise InputError(
-                where,
-                "gpu_rates",
-                f"the cluster has GPU type {ty!r} but the policy has no rate for it "
-                f"(known: {', '.join(sorted(policy.gpu_rates)) or 'none'})",
-            )

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from .._units import parse_duration
+from ..core.model import LABELS, JobRequest, Node, charge_on
+from ..core.tree import TreeIndex
 from ..errors import InputError
 from ._validation import reading_errors
-from .cluster import Cluster, Node
-from .policy import Policy, TreeIndex
+from .cluster import Cluster
+from .policy import Policy
 
 COLUMNS = (
     "job_id",
@@ -34,6 +36,7 @@ COLUMNS = (
     "cpus",
     "mem_gb",
     "work",
+    "estimate",
     "label",
     "deadline",
     "protected",
@@ -42,87 +45,57 @@ COLUMNS = (
     "stall_after",
 )
 REQUIRED = ("job_id", "submit", "group", "class", "gpus", "work")
-LABELS = ("high", "medium", "low")
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """A job with every contract value resolved. Times in replay seconds."""
+    """One job of a workload: its request (all a scheduler may know, fairshare.core.JobRequest) and
+    the replay's truth about it, which only the simulator reads: `work`, the uninterrupted run time,
+    and `stall_after`, the progress at which it hangs (None: it never hangs)."""
 
-    id: str
-    submit: float
-    group: str
-    leaf: int  # TreeIndex node id of the group
-    user: str | None
-    cls: str
-    gpus: int
-    nodes: int
-    gpu_types: tuple[str, ...] | None  # None = any type
-    cpus: float | None
-    mem_gb: float | None
+    request: JobRequest
     work: float
-    label: str
-    deadline: float | None
-    protected: float
-    protected_capped: bool
-    resumable: bool
-    checkpoint: float  # 0 when not resumable
-    restore: float
-    startup: float
-    max_stall: float
     stall_after: float | None
-    charge: float  # pending charge: lowest over the pools it may use
-    seq: int  # position in submit order (ties broken by file order)
 
     @property
-    def per_node(self) -> int:
-        return self.gpus // self.nodes
+    def id(self) -> str:
+        return self.request.id
 
     @property
-    def label_rank(self) -> int:
-        """0 for high, 1 medium, 2 low."""
-        return LABELS.index(self.label)
+    def submit(self) -> float:
+        return self.request.submit
 
-    def charge_on(self, node: Node, rates: dict[str, float]) -> float:
-        return charge_on(self.gpus, self.cpus, self.mem_gb, node, rates)
+    @property
+    def seq(self) -> int:
+        return self.request.seq
 
     def submit_event(self) -> dict[str, Any]:
+        r = self.request
         return {
-            "t": self.submit,
+            "t": r.submit,
             "type": "submit",
-            "job": self.id,
-            "group": self.group,
-            "class": self.cls,
-            "gpus": self.gpus,
-            "nodes": self.nodes,
-            "gpu_types": list(self.gpu_types) if self.gpu_types is not None else None,
+            "job": r.id,
+            "group": r.group,
+            "class": r.cls,
+            "gpus": r.gpus,
+            "nodes": r.nodes,
+            "gpu_types": list(r.gpu_types) if r.gpu_types is not None else None,
             "work": self.work,
-            "protected": self.protected,
-            "resumable": self.resumable,
-            "checkpoint": self.checkpoint if self.resumable else None,
-            "restore": self.restore,
-            "startup": self.startup,
-            "max_stall": self.max_stall,
-            "deadline": self.deadline,
+            "estimate": r.estimate,
+            "protected": r.protected,
+            "resumable": r.resumable,
+            "checkpoint": r.checkpoint if r.resumable else None,
+            "restore": r.restore,
+            "startup": r.startup,
+            "max_stall": r.max_stall,
+            "deadline": r.deadline,
             "stall_after": self.stall_after,
-            "charge": self.charge,
-            "cpus": self.cpus,
-            "mem_gb": self.mem_gb,
-            "user": self.user,
-            "protected_capped": self.protected_capped,
+            "charge": r.charge,
+            "cpus": r.cpus,
+            "mem_gb": r.mem_gb,
+            "user": r.user,
+            "protected_capped": r.protected_capped,
         }
-
-
-def charge_on(
-    gpus: int, cpus: float | None, mem_gb: float | None, node: Node, rates: dict[str, float]
-) -> float:
-    """rate[type] x max(gpus, cpus / cpus_per_gpu, mem / mem_per_gpu): DRF priced as billing."""
-    dominant = float(gpus)
-    if cpus and node.cpus:
-        dominant = max(dominant, cpus / (node.cpus / node.gpus))
-    if mem_gb and node.mem_gb:
-        dominant = max(dominant, mem_gb / (node.mem_gb / node.gpus))
-    return rates.get(node.gpu_type, 1.0) * dominant
 
 
 class _Row:
@@ -403,7 +376,8 @@ class WorkloadBuilder:
         if resumable and not (checkpoint and checkpoint > 0):
             raise row.fail("resumable", "a resumable job needs a checkpoint interval > 0")
         stall_after = row.number("stall_after", positive=True)
-        return Job(
+        estimate = row.number("estimate", positive=True)
+        request = JobRequest(
             id=job_id,
             submit=submit,
             group=group,
@@ -415,7 +389,7 @@ class WorkloadBuilder:
             gpu_types=tuple(types) if types_text else None,
             cpus=cpus,
             mem_gb=mem,
-            work=work,
+            estimate=work if estimate is None else estimate,
             label=label,
             deadline=deadline,
             protected=protected,
@@ -425,10 +399,10 @@ class WorkloadBuilder:
             restore=cls.restore,
             startup=cls.startup,
             max_stall=cls.max_stall,
-            stall_after=stall_after,
             charge=charge,
             seq=seq,
         )
+        return Job(request, work, stall_after)
 
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -501,7 +475,10 @@ def build_jobs(
     jobs = [b.build(r, i) for i, r in enumerate(rows)]
     jobs.sort(key=lambda j: (j.submit, j.seq))
     # seq becomes the position in submit order (file order breaks ties): queues order by it
-    return [dataclasses.replace(j, seq=i) if j.seq != i else j for i, j in enumerate(jobs)]
+    return [
+        dataclasses.replace(j, request=dataclasses.replace(j.request, seq=i)) if j.seq != i else j
+        for i, j in enumerate(jobs)
+    ]
 
 
 def load_workload(path: Path | str, policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
@@ -526,11 +503,3 @@ def jobs_from_dicts(
         _Row(where, i + 1, {k: v for k, v in r.items() if v is not None}, None) for i, r in enumerate(records)
     )
     return build_jobs(rows, policy, tree, cluster)
-
-
-def write_csv(records: Iterable[dict[str, Any]], path: Path) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="raise")
-        w.writeheader()
-        for r in records:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in COLUMNS})

@@ -17,12 +17,16 @@ from typing import Any
 import numpy as np
 
 from .._units import fmt_duration
+from ..core.model import LEDGER_EPS, ResolvedException
+from ..core.tree import TreeIndex
 from ..engine.ledger import Vec
-from ..inputs.policy import Gates, ResolvedException, TreeIndex
+from ..engine.owed import water_fill
+from ..engine.state import EngineState
+from ..inputs.policy import Gates
 from ..inputs.workload import Job
 from .results import Series
 
-EPS = 1e-6
+EPS = LEDGER_EPS
 DAY = 86400.0
 
 
@@ -62,6 +66,51 @@ class IntervalState:
         return row
 
 
+class MetricsFeed:
+    """Feeds a MetricsRecorder from an engine (its RatesListener): when the engine's rates change,
+    the rates of every metric over the span that starts then; when it integrates, the span."""
+
+    def __init__(self, recorder: MetricsRecorder) -> None:
+        self.recorder = recorder
+        self.static_vec = np.asarray(recorder.tree.static_frac)
+        self.state: IntervalState | None = None
+
+    def rates_changed(self, engine: EngineState) -> None:
+        """Owed, delivered and unallocated per tree node, delivered and owed per GPU type (the
+        type's capacity water-filled over the groups with demand for it: runs on it, pending
+        jobs that may use it), and the capacity counters."""
+        owed, used = engine.owed_list, engine.used_list
+        fleet = engine.fleet
+        cap = fleet.capacity
+        k = len(fleet.cap_t)
+        rates = np.empty((3 + 2 * k, len(owed)))
+        rates[0] = owed
+        rates[1] = used
+        np.maximum(rates[1] - self.static_vec * cap, 0.0, out=rates[2])
+        if k == 1:  # one GPU type: everything is delivered and owed on it
+            rates[3] = rates[1]
+            rates[4] = rates[0]
+        else:
+            np.matmul(engine.leaf_used_t, engine.up, out=rates[3 : 3 + k])
+            demand_t = (engine.leaf_pending_t + engine.leaf_used_t) @ engine.up
+            for ty in range(k):
+                rates[3 + k + ty] = water_fill(
+                    engine.tree, fleet.cap_t[ty], demand_t[ty].tolist(), engine.shares
+                )
+        self.state = IntervalState(
+            rates,
+            cap,
+            fleet.allocated,
+            fleet.idle_available,
+            engine.fragmented_gpus(),
+            np.array([fleet.alloc_t, fleet.idle_t], dtype=np.float64),
+        )
+
+    def interval(self, t0: float, t1: float) -> None:
+        assert self.state is not None
+        self.recorder.interval(t0, t1, self.state)
+
+
 @dataclass
 class MetricsRecorder:
     tree: TreeIndex
@@ -96,9 +145,8 @@ class MetricsRecorder:
 
     # ----------------------------------------------------------------- per job
     def job_submitted(self, job: Job) -> None:
-        self.jobs[job.id] = _JobFacts(
-            job.submit, job.cls, job.group, job.startup, job.deadline, pending_since=job.submit
-        )
+        r = job.request
+        self.jobs[r.id] = _JobFacts(r.submit, r.cls, r.group, r.startup, r.deadline, pending_since=r.submit)
 
     def job_started(self, job_id: str, t: float) -> None:
         f = self.jobs[job_id]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inputs.cluster import Cluster
-from .sim import ReplayOutput
+from .results import ReplayOutput
 
 
 def write_replay(out: Path, cluster: Cluster, policy_text: str, output: ReplayOutput) -> None:

@@ -54,3 +54,12 @@ class Comparison:
     description: str
     results: tuple[ReplayResult, ...]
     notes: tuple[str, ...] = field(default=())
+
+
+@dataclass
+class ReplayOutput:
+    """One replay's output lines (events.jsonl, decisions.jsonl) and its result."""
+
+    events: list[str]
+    decisions: list[str]
+    result: ReplayResult

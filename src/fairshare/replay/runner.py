@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from ..core.strategies import STRATEGIES
+from ..core.tree import TreeIndex
 from ..errors import InputError
 from ..inputs._validation import load_yaml, validate
 from ..inputs.cluster import Cluster, ClusterSpec, build_cluster
@@ -21,12 +22,12 @@ from ..inputs.formats import (
     get_workload_format,
     trace_file,
 )
-from ..inputs.policy import Policy, TreeIndex
+from ..inputs.policy import Policy
 from ..inputs.scenarios import ScenarioData
 from ..inputs.workload import Job, jobs_from_dicts, load_workload
 from .outputs import write_replay
-from .results import Comparison
-from .sim import ReplayOutput, Simulator
+from .results import Comparison, ReplayOutput
+from .sim import Simulator
 
 
 @dataclass(frozen=True)

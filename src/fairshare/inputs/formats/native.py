@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...core.tree import TreeIndex
 from ...errors import InputError
 from .._validation import load_yaml
 from ..cluster import Cluster
-from ..policy import Policy, TreeIndex
+from ..policy import Policy
 from ..workload import Job, load_workload
 from .registry import (
     ClusterFormat,

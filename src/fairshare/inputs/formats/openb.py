@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ..._units import fmt_duration
+from ...core.tree import TreeIndex
 from ...errors import InputError
 from ..cluster import Cluster
-from ..policy import Policy, TreeIndex
+from ..policy import Policy
 from ..workload import Job, build_jobs
 from ._table import TraceRow, gc_paused, read_table
 from .registry import (

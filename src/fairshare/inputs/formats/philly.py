@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 
 from ..._units import fmt_duration
+from ...core.tree import TreeIndex
 from ...errors import InputError
 from ..cluster import Cluster
-from ..policy import Policy, TreeIndex
+from ..policy import Policy
 from ..workload import Job, build_jobs
 from ._table import Table, TraceRow, gc_paused, read_table
 from .registry import (

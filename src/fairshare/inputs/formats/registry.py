@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from ...core.tree import TreeIndex
 from ...errors import InputError
 from ..cluster import Cluster
-from ..policy import Policy, TreeIndex
+from ..policy import Policy
 from ..workload import Job
 
 

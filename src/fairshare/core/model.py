@@ -1,0 +1,146 @@
+"""The core's data: what a real scheduler can know of nodes, jobs and the policy's knobs.
+
+Plain frozen dataclasses, standard library only, so that a driver, a test or a notebook can import
+the core alone (DESIGN.md §4). A job is its *request* (GPUs, shape, types, class contract, deadline,
+label) and its declared run-time *estimate* (FORMATS.md `estimate`); its true run time and hang
+point are the simulator's (fairshare.inputs.workload.Job) and never reach the core or the engine.
+
+Float tolerances are named here once, each with what it compares:
+
+    TIME_EPS     seconds; and rates in GPU-equivalents per second inside one pass: two values this
+                 close are equal (protection ends, latest starts, drain deadlines, over-service)
+    STALL_EPS    seconds: a run that has not progressed for max_stall − STALL_EPS is hung that long
+    LEDGER_EPS   GPU-equivalents (rates) and GPU-equivalent seconds (integrals): water-filling's
+                 demand and capacity tolerance, "owed nothing" in the metrics, exception expiry
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+TIME_EPS = 1e-9
+STALL_EPS = 1e-6
+LEDGER_EPS = 1e-6
+
+LABELS = ("high", "medium", "low")
+LABEL_RANK = {name: i for i, name in enumerate(LABELS)}  # high = 0 goes first
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node of the cluster: its GPUs (of one type), CPUs, memory and topology block."""
+
+    name: str
+    pool: str
+    gpus: int
+    gpu_type: str
+    cpus: float
+    mem_gb: float
+    block: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "node": self.name,
+            "gpus": self.gpus,
+            "gpu_type": self.gpu_type,
+            "block": self.block,
+            "cpus": self.cpus,
+            "mem_gb": self.mem_gb,
+        }
+
+
+def charge_on(
+    gpus: int, cpus: float | None, mem_gb: float | None, node: Node, rates: Mapping[str, float]
+) -> float:
+    """rate[type] x max(gpus, cpus / cpus_per_gpu, mem / mem_per_gpu): DRF priced as billing."""
+    dominant = float(gpus)
+    if cpus and node.cpus:
+        dominant = max(dominant, cpus / (node.cpus / node.gpus))
+    if mem_gb and node.mem_gb:
+        dominant = max(dominant, mem_gb / (node.mem_gb / node.gpus))
+    return rates.get(node.gpu_type, 1.0) * dominant
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """A job as the scheduler sees it: every contract value resolved. Times in seconds on the
+    driver's clock. `estimate` is the declared run time (like a Slurm time limit)."""
+
+    id: str
+    submit: float
+    group: str
+    leaf: int  # TreeIndex node id of the group
+    user: str | None
+    cls: str
+    gpus: int
+    nodes: int
+    gpu_types: tuple[str, ...] | None  # None = any type
+    cpus: float | None
+    mem_gb: float | None
+    estimate: float
+    label: str
+    deadline: float | None
+    protected: float
+    protected_capped: bool
+    resumable: bool
+    checkpoint: float  # 0 when not resumable
+    restore: float
+    startup: float
+    max_stall: float
+    charge: float  # pending charge: lowest over the pools it may use
+    seq: int  # position in submit order (ties broken by input order)
+
+    @property
+    def per_node(self) -> int:
+        return self.gpus // self.nodes
+
+    @property
+    def label_rank(self) -> int:
+        """0 for high, 1 medium, 2 low."""
+        return LABEL_RANK[self.label]
+
+    def charge_on(self, node: Node, rates: Mapping[str, float]) -> float:
+        return charge_on(self.gpus, self.cpus, self.mem_gb, node, rates)
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """The policy's scheduling knobs (policy file `scheduling:`; defaults documented there).
+
+    gang_reserve_after  a job that cannot start after waiting this long gets capacity reserved
+    lookahead           L in the fair-share priority (fairness.py)
+    deadline_slack      a deadline job becomes urgent this long before its latest start
+    requeue_delay       a pass is scheduled this long after every preemption
+    preempt_backoff     a job that found no victims tries again only on the next grid point after
+                        one full period (deadline preemption is exempt)
+    preemption          "over_served" (fair-share preemption on) or "none"
+    slurm-multifactor (Slurm's names): decay_half_life, decay_period, priority_max_age,
+    weight_fairshare, weight_age
+    """
+
+    gang_reserve_after: float = 1800.0
+    lookahead: float = 3600.0
+    deadline_slack: float = 900.0
+    requeue_delay: float = 10.0
+    preempt_backoff: float = 300.0
+    preemption: str = "over_served"
+    decay_half_life: float = 7 * 86400.0
+    decay_period: float = 300.0
+    priority_max_age: float = 7 * 86400.0
+    weight_fairshare: float = 10000.0
+    weight_age: float = 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedException:
+    """A policy exception placed on the driver's clock: `extra_share` on tree node `node` until
+    `expires_t` (exclusive)."""
+
+    node: int
+    group: str
+    extra_share: float
+    expires_t: float
+    approver: str | None
+    reason: str | None

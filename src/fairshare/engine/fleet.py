@@ -1,0 +1,68 @@
+"""Capacity bookkeeping: free GPUs per node (the core's FreeIndex), C(t) with drains, allocated and
+idle GPUs, per GPU type, all kept incrementally (no per-event scan of the nodes).
+
+FORMATS.md: C(t) = Σ over nodes of rate × (all its GPUs if not drained, else its allocated GPUs);
+a drained node takes no new job and its idle GPUs are not available.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.placement import FreeIndex
+
+
+@dataclass
+class Fleet:
+    """Capacity bookkeeping kept incrementally (no per-event scan of the nodes)."""
+
+    index: FreeIndex
+    rates: list[float]
+    capacity: float = 0.0
+    allocated: int = 0
+    idle_available: int = 0
+    draining: dict[int, float] = field(default_factory=dict)  # node -> drain deadline
+    cap_t: list[float] = field(default_factory=list)  # per GPU type (FreeIndex type ids)
+    alloc_t: list[int] = field(default_factory=list)
+    idle_t: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        k = len(self.index.types)
+        self.cap_t, self.alloc_t, self.idle_t = [0.0] * k, [0] * k, [0] * k
+        for i, n in enumerate(self.index.nodes):
+            ty = self.index.node_type[i]
+            self.cap_t[ty] += self.rates[i] * n.gpus
+            self.idle_t[ty] += n.gpus
+        self.capacity = sum(self.cap_t)
+        self.idle_available = sum(self.idle_t)
+
+    def change_free(self, i: int, delta: int) -> None:
+        ty = self.index.node_type[i]
+        self.index.set_free(i, self.index.free[i] + delta)
+        self.allocated -= delta
+        self.alloc_t[ty] -= delta
+        if i in self.draining:
+            self.capacity -= self.rates[i] * delta
+            self.cap_t[ty] -= self.rates[i] * delta
+        else:
+            self.idle_available += delta
+            self.idle_t[ty] += delta
+
+    def drain(self, i: int, deadline: float) -> None:
+        if i not in self.draining:
+            ty, free = self.index.node_type[i], self.index.free[i]
+            self.capacity -= self.rates[i] * free
+            self.cap_t[ty] -= self.rates[i] * free
+            self.idle_available -= free
+            self.idle_t[ty] -= free
+            self.index.set_available(i, False)
+        self.draining[i] = deadline
+
+    def undrain(self, i: int) -> None:
+        if self.draining.pop(i, None) is not None:
+            ty, free = self.index.node_type[i], self.index.free[i]
+            self.capacity += self.rates[i] * free
+            self.cap_t[ty] += self.rates[i] * free
+            self.idle_available += free
+            self.idle_t[ty] += free
+            self.index.set_available(i, True)

@@ -1,0 +1,565 @@
+"""Engine state: the execution plane's bookkeeping that every driver shares (DESIGN.md §4).
+
+Like Kueue's cache, it holds what the scheduler needs between passes and turns a driver's events
+into it: jobs pending (queues by leaf and shape) and running (run records), capacity C(t) with
+drains, demand, the ledger (owed by water-filling, delivered, debt over the rolling window, or
+decayed usage for slurm-multifactor), exceptions and their expiry, protection ends and which runs
+became possible victims, the preemption backoff grid, the deadline index and the audit's hold
+dedupe. It builds the core's `Snapshot`, applies its `Decisions` (returning what the driver must
+carry out, with the audit records) and says when it next needs a pass.
+
+A driver's cycle at one instant t (the simulator does exactly this; a service does it per tick):
+
+    engine.begin(t)            clock to t; the engine's timers due by t fire
+    engine.submit(...) / started / finished / preempted / drain / undrain / hung / poke
+    engine.settle()            judge the runs whose protected window ended at t
+    if engine.pass_due():
+        actions = engine.apply(decide(engine.snapshot(), engine.strategy))
+        carry out actions.preempts, then actions.starts, reporting each back (preempted, started)
+    next instant: min(the driver's own next event, engine.next_time())
+
+Timers are the engine's own rules, never a driver's: protection ends, deadline jobs' latest start
+minus the slack, gang reservation waits, the pass after a requeue, the backoff grid after a failed
+victim search, drain deadlines, hung runs' max_stall and exception expiries. Rates are constant
+between state changes, so the ledger integrates lazily: up to the last instant when the state
+changes, and up to now when a pass reads it. The engine sees requests and estimates only: the
+jobs' real run times and hangs reach it as events from the driver.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..core.contract import latest_start, overhead_of
+from ..core.model import TIME_EPS, JobRequest, Knobs, Node, ResolvedException
+from ..core.placement import Alloc, FreeIndex
+from ..core.scheduler import deadline_due, may_be_victim
+from ..core.snapshot import Decisions, JobState, PendingQueues, Preempt, RunView, Snapshot, Start
+from ..core.strategies import Strategy
+from ..core.tree import TreeIndex
+from .events import Event, Reservation
+from .fleet import Fleet
+from .ledger import DecayLedger, Ledger, Vec
+from .owed import effective_shares, water_fill
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """What an engine is built from: the policy's tree, knobs, GPU rates, window and exceptions
+    (placed on the driver's clock) and the cluster's nodes, in the order node indexes refer to."""
+
+    tree: TreeIndex
+    knobs: Knobs
+    gpu_rates: Mapping[str, float]
+    nodes: tuple[Node, ...]
+    window: float
+    exceptions: tuple[ResolvedException, ...] = ()
+
+
+class RatesListener(Protocol):
+    """Told when the engine's rates change and when it integrates them (the replay's metrics)."""
+
+    def rates_changed(self, engine: EngineState) -> None: ...
+    def interval(self, t0: float, t1: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class Actions:
+    """What a pass asks the driver to do, in this order, and the audit records of the pass
+    (`{"t", "decision", "job", ...evidence}`, the lines of decisions.jsonl)."""
+
+    preempts: tuple[Preempt, ...]
+    starts: tuple[Start, ...]
+    audit: tuple[dict[str, Any], ...]
+
+
+class EngineState:
+    """One scheduling domain's state. Each instance owns all of it; nothing is global."""
+
+    def __init__(
+        self,
+        setup: EngineSetup,
+        strategy: Strategy,
+        listener: RatesListener | None = None,
+        journal: list[Event] | None = None,
+    ) -> None:
+        self.setup, self.strategy, self.listener, self.journal = setup, strategy, listener, journal
+        self.tree, self.knobs, self.nodes = setup.tree, setup.knobs, setup.nodes
+        self.rates = dict(setup.gpu_rates)
+        index = FreeIndex(setup.nodes)
+        self.fleet = Fleet(index, [self.rates.get(n.gpu_type, 1.0) for n in setup.nodes])
+        self.timers: list[tuple[float, int, str, Any]] = []  # (t, sequence, kind, payload)
+        self.seq = 0
+        self.t = 0.0
+        self.states: dict[str, JobState] = {}
+        self.pending = PendingQueues()
+        self.running: dict[str, RunView] = {}
+        self.by_leaf: dict[int, dict[str, RunView]] = {}
+        self.hung_since: dict[str, float] = {}  # job -> since when it makes no progress
+        self.deadline_q: list[tuple[float, int, str]] = []  # (latest start, seq, job), sorted
+        self.deadline_entry: dict[str, tuple[float, int, str]] = {}
+        self._init_demand(index)
+        self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
+        self.shares = effective_shares(self.tree, setup.exceptions, 0.0)
+        n = len(self.tree.paths)
+        self.ledger = Ledger(n, setup.window)
+        self.decay = (
+            DecayLedger(n, self.knobs.decay_half_life, self.knobs.decay_period)
+            if strategy.usage_model == "decay"
+            else None
+        )
+        self.last_hold: dict[str, str] = {}  # job -> the hold reason last audited
+        self.retry_wakes: set[float] = set()  # backoff grid points with a timer already
+        self.last_reservation: Reservation = None
+        self.dirty = True  # the state changed since the rates were last computed
+        self.computed = False  # rates computed at least once
+        self.need_pass = False  # an event at this instant may change a pass's outcome
+        self.victims_at = [-math.inf] * n  # per leaf: its latest protection end that made a victim
+        self.protect_ended: list[tuple[str, int]] = []  # (job, run number) at this instant
+        self.flushed = 0.0  # the ledger is integrated up to here
+        self.owed_list: list[float] = [0.0] * n
+        self.used_list: list[float] = [0.0] * n
+        self._owed_key: tuple[list[float], float, Sequence[float]] | None = None  # water_fill memo
+        self._owed: list[float] = []
+        for ex in setup.exceptions:
+            self._push(ex.expires_t, "expiry", None)
+
+    def _init_demand(self, index: FreeIndex) -> None:
+        """Pending and running charge per leaf and tree node; per GPU type when there are several."""
+        n = len(self.tree.paths)
+        self.leaf_pending = [0.0] * n
+        self.leaf_used = [0.0] * n
+        self.leaf_pending_n = [0] * n
+        self.node_pending = [0.0] * n
+        self.node_used = [0.0] * n
+        k = len(index.types)
+        self.multi_type = k > 1
+        self.type_rep = [index.node_type.index(ty) for ty in range(k)]  # a node of each type
+        self.leaf_pending_t: Vec = np.zeros((k, n))
+        self.leaf_pending_n_t = np.zeros((k, n), dtype=np.int64)
+        self.leaf_used_t: Vec = np.zeros((k, n))
+        self.leaf_runs_t = np.zeros((k, n), dtype=np.int64)
+        self.up: Vec = np.zeros((n, n))  # up[leaf, a] = 1 when a is the leaf or one of its ancestors
+        for leaf in self.tree.leaves:
+            for a in self.tree.leaf_ancestors[leaf]:
+                self.up[leaf, a] = 1.0
+
+    # ------------------------------------------------------------------ journal and rebuild
+    def _record(self, kind: str, *args: Any) -> None:
+        if self.journal is not None:
+            self.journal.append(Event(kind, args))
+
+    @classmethod
+    def rebuild(
+        cls,
+        setup: EngineSetup,
+        strategy: Strategy,
+        events: Iterable[Event],
+        listener: RatesListener | None = None,
+        journal: list[Event] | None = None,
+    ) -> EngineState:
+        """A fresh state with `events` (a journal) replayed into it: equal to the state that
+        recorded them (the service's recovery path)."""
+        engine = cls(setup, strategy, listener, journal)
+        for ev in events:
+            if ev.kind == "applied":
+                engine.snapshot()
+                engine._outcome(*ev.args)
+            elif ev.kind == "snapshot":
+                engine.snapshot()
+            else:
+                getattr(engine, ev.kind)(*ev.args)
+        return engine
+
+    # ------------------------------------------------------------------ timers and the clock
+    def _push(self, t: float, kind: str, payload: Any) -> None:
+        heapq.heappush(self.timers, (t, self.seq, kind, payload))
+        self.seq += 1
+
+    def next_time(self) -> float | None:
+        """When the engine next needs an instant of its own (a timer), or None."""
+        return self.timers[0][0] if self.timers else None
+
+    def begin(self, t: float) -> None:
+        """Start the instant t: integrate up to it and fire the timers due by then."""
+        self._record("begin", t)
+        self._advance(t)
+        self.need_pass = False
+        while self.timers and self.timers[0][0] <= t:
+            _, _, kind, payload = heapq.heappop(self.timers)
+            if kind == "protect":
+                self.protect_ended.append(payload)
+                continue
+            self.need_pass = True
+            if kind == "expiry":
+                self.shares = effective_shares(self.tree, self.setup.exceptions, self.t)
+                self.dirty = True
+
+    def advance(self, t: float) -> None:
+        """Move the clock to t without firing timers (a driver's last instant)."""
+        self._record("advance", t)
+        self._advance(t)
+
+    def _advance(self, t: float) -> None:
+        """Rates are constant between state changes, so integration into the ledger is deferred
+        until the state changes or a pass reads it."""
+        if self.dirty or not self.computed:
+            self._flush()
+            self._recompute()
+            self.dirty = False
+        self.t = max(self.t, t)
+
+    def flush(self) -> None:
+        """Integrate the current rates over [last flush, now] (a driver's last instant)."""
+        self._record("flush")
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.t > self.flushed and self.computed:
+            self.ledger.advance(self.t)
+            if self.decay is not None:
+                self.decay.advance(self.t)
+            if self.listener is not None:
+                self.listener.interval(self.flushed, self.t)
+        self.flushed = self.t
+
+    def poke(self) -> None:
+        """The driver asks for a pass at this instant (every event of the driver's own gets one)."""
+        self._record("poke")
+        self.need_pass = True
+
+    # ------------------------------------------------------------------ rates
+    def _leaf_changed(self, leaf: int) -> None:
+        """Re-add the leaf's ancestors from their children (exact: no running float residue)."""
+        pending, used, children = self.node_pending, self.node_used, self.tree.children
+        pending[leaf], used[leaf] = self.leaf_pending[leaf], self.leaf_used[leaf]
+        for a in self.tree.leaf_ancestors[leaf][1:]:
+            pending[a] = sum(pending[c] for c in children[a])
+            used[a] = sum(used[c] for c in children[a])
+
+    def type_charges(self, job: JobRequest) -> list[tuple[int, float]]:
+        """(type id, charge on a node of that type) for every GPU type the job may use."""
+        index = self.fleet.index
+        ids = range(len(index.types)) if job.gpu_types is None else [index.type_id[t] for t in job.gpu_types]
+        return [(ty, job.charge_on(self.nodes[self.type_rep[ty]], self.rates)) for ty in ids]
+
+    def _owed_used(self) -> tuple[list[float], list[float]]:
+        """Owed rate (water-filling) and running charge of every tree node, now."""
+        used = list(self.node_used)
+        demand = [p + u for p, u in zip(self.node_pending, used, strict=True)]
+        # owed depends on demand, capacity and shares only: a start or a preemption moves charge
+        # between pending and running and leaves it as it was
+        key = (demand, self.fleet.capacity, self.shares)
+        if key != self._owed_key:
+            self._owed_key = key
+            self._owed = water_fill(self.tree, self.fleet.capacity, demand, self.shares)
+        return self._owed, used
+
+    def rates_now(self) -> tuple[list[float], list[float]]:
+        """Owed and used rates after the events handled so far at this instant (the last
+        recomputed ones when nothing changed since)."""
+        if self.dirty or not self.computed:
+            return self._owed_used()
+        return self.owed_list, self.used_list
+
+    def _recompute(self) -> None:
+        owed, used = self._owed_used()
+        self.owed_list, self.used_list = owed, used
+        self.ledger.set_rates(owed, used)
+        if self.decay is not None:
+            self.decay.set_rate(used)
+        self.computed = True
+        if self.listener is not None:
+            self.listener.rates_changed(self)
+
+    def fragmented_gpus(self) -> float:
+        """Idle GPUs of types that some pending job could use but not be placed on (FORMATS.md)."""
+        if not self.pending_shapes:
+            return 0.0
+        index = self.fleet.index
+        # per type: nodes taking work with at least x free GPUs (suffix sums), and free GPUs in total
+        at_least: list[list[int]] = []
+        free = index.free_t
+        for buckets in index.buckets:
+            suffix = [len(b) for b in buckets]
+            for x in range(len(suffix) - 2, -1, -1):
+                suffix[x] += suffix[x + 1]
+            at_least.append(suffix)
+        blocked: set[int] = set()
+        all_types = range(len(index.types))
+        for types, gpus, k in self.pending_shapes:
+            ids = all_types if types is None else [index.type_id[t] for t in types]
+            ok = [ty for ty in ids if at_least[ty][0] > 0]
+            if gpus > sum(free[ty] for ty in ok):
+                continue
+            per = -(-gpus // k)
+            if not any(per < len(at_least[ty]) and at_least[ty][per] >= k for ty in ok):
+                blocked.update(ok)
+        return float(sum(free[ty] for ty in sorted(blocked)))
+
+    # ------------------------------------------------------------------ jobs
+    def submit(self, job: JobRequest) -> None:
+        """A job arrives (it waits from its submit time)."""
+        self._record("submit", job)
+        self.states[job.id] = JobState(pending_since=job.submit)
+        self._to_pending(job)
+        self.need_pass = True
+
+    def _to_pending(self, job: JobRequest) -> None:
+        self.pending.add(job, self.fleet.index)
+        self.leaf_pending[job.leaf] += job.charge
+        self.leaf_pending_n[job.leaf] += 1
+        self._leaf_changed(job.leaf)
+        if self.multi_type:
+            for ty, c in self.type_charges(job):
+                self.leaf_pending_t[ty, job.leaf] += c
+                self.leaf_pending_n_t[ty, job.leaf] += 1
+        self.pending_shapes[(job.gpu_types, job.gpus, job.nodes)] += 1
+        if job.deadline is not None:
+            st = self.states[job.id]
+            entry = (latest_start(job, st.starts > 0, st.kept), job.seq, job.id)
+            self.deadline_entry[job.id] = entry
+            bisect.insort(self.deadline_q, entry)
+            wake = entry[0] - self.knobs.deadline_slack
+            if wake > self.t:
+                self._push(wake, "wake", None)
+        if self.strategy.gang_reservation and job.nodes > 1:
+            self._push(self.t + self.knobs.gang_reserve_after, "wake", None)
+        self.dirty = True
+
+    def _from_pending(self, job: JobRequest) -> None:
+        self.pending.remove(job)
+        if self.multi_type:
+            for ty, c in self.type_charges(job):
+                self.leaf_pending_n_t[ty, job.leaf] -= 1
+                left = self.leaf_pending_n_t[ty, job.leaf]
+                self.leaf_pending_t[ty, job.leaf] = self.leaf_pending_t[ty, job.leaf] - c if left else 0.0
+        self.leaf_pending_n[job.leaf] -= 1
+        # reset to an exact zero when empty, so float residue never reads as demand
+        self.leaf_pending[job.leaf] = (
+            self.leaf_pending[job.leaf] - job.charge if self.leaf_pending_n[job.leaf] else 0.0
+        )
+        self._leaf_changed(job.leaf)
+        key = (job.gpu_types, job.gpus, job.nodes)
+        self.pending_shapes[key] -= 1
+        if not self.pending_shapes[key]:
+            del self.pending_shapes[key]
+        entry = self.deadline_entry.pop(job.id, None)
+        if entry is not None:
+            del self.deadline_q[bisect.bisect_left(self.deadline_q, entry)]
+        self.dirty = True
+
+    def started(self, job_id: str, alloc: Alloc, charge: float) -> RunView:
+        """A pending job began a run on `alloc` at the current instant, charged `charge`."""
+        self._record("started", job_id, alloc, charge)
+        t = self.t
+        job = self.pending.jobs[job_id]
+        st = self.states[job_id]
+        self._from_pending(job)
+        for i, g in alloc:
+            self.fleet.change_free(i, -g)
+        view = RunView(job, t, alloc, charge, overhead_of(job, st.starts > 0), st.kept, t + job.protected)
+        st.starts += 1
+        self.running[job_id] = view
+        self.by_leaf.setdefault(job.leaf, {})[job_id] = view
+        self.leaf_used[job.leaf] += charge
+        ty = self.fleet.index.node_type[alloc[0][0]]
+        self.leaf_used_t[ty, job.leaf] += charge
+        self.leaf_runs_t[ty, job.leaf] += 1
+        self._leaf_changed(job.leaf)
+        self.last_hold.pop(job_id, None)
+        if (self.strategy.victims != "none" or self.strategy.deadline_reservation) and job.protected > 0:
+            self._push(view.protected_until, "protect", (job_id, st.starts))
+        self.dirty = True
+        return view
+
+    def _stop(self, job_id: str) -> RunView:
+        view = self.running.pop(job_id)
+        leaf = view.job.leaf
+        del self.by_leaf[leaf][job_id]
+        if not self.by_leaf[leaf]:
+            del self.by_leaf[leaf]
+        self.hung_since.pop(job_id, None)
+        for i, g in view.alloc:
+            self.fleet.change_free(i, g)
+        ty = self.fleet.index.node_type[view.alloc[0][0]]
+        self.leaf_runs_t[ty, leaf] -= 1
+        self.leaf_used_t[ty, leaf] = (
+            self.leaf_used_t[ty, leaf] - view.charge if self.leaf_runs_t[ty, leaf] else 0.0
+        )
+        self.leaf_used[leaf] = self.leaf_used[leaf] - view.charge if leaf in self.by_leaf else 0.0
+        self._leaf_changed(leaf)
+        self.dirty = True
+        return view
+
+    def finished(self, job_id: str) -> RunView:
+        """A run ended because its job completed."""
+        self._record("finished", job_id)
+        self.need_pass = True
+        return self._stop(job_id)
+
+    def preempted(self, job_id: str, reason: str, by: str | None, lost_gpu_s: float, kept: float) -> RunView:
+        """A run was preempted at the current instant; the job, with `kept` seconds of progress
+        saved in total, waits again from now (in its submit position)."""
+        self._record("preempted", job_id, reason, by, lost_gpu_s, kept)
+        view = self._stop(job_id)
+        st = self.states[job_id]
+        st.kept = kept
+        st.preempted_by = by
+        st.pending_since = self.t
+        self._to_pending(view.job)
+        self._push(self.t + self.knobs.requeue_delay, "wake", None)
+        return view
+
+    def hung(self, job_id: str) -> None:
+        """A running job stopped making progress now; past its class's max_stall the watchdog may
+        preempt it (`no_progress`)."""
+        self._record("hung", job_id)
+        self.need_pass = True
+        view = self.running.get(job_id)
+        if view is None or job_id in self.hung_since:
+            return
+        self.hung_since[job_id] = self.t
+        view = dataclasses.replace(view, hung_since=self.t)
+        self.running[job_id] = view
+        self.by_leaf[view.job.leaf][job_id] = view
+        self._push(self.t + view.job.max_stall, "wake", None)
+
+    # ------------------------------------------------------------------ nodes
+    def drain(self, nodes: Sequence[int], deadline: float) -> None:
+        """Nodes stop taking work now; runs still on them at `deadline` are preempted (`drain`)."""
+        self._record("drain", tuple(nodes), deadline)
+        for i in nodes:
+            self.fleet.drain(i, deadline)
+        if deadline > self.t:
+            self._push(deadline, "wake", None)
+        self.dirty = self.need_pass = True
+
+    def undrain(self, nodes: Sequence[int]) -> list[int]:
+        """Nodes take work again; returns those that were draining."""
+        self._record("undrain", tuple(nodes))
+        back = [i for i in nodes if i in self.fleet.draining]
+        for i in back:
+            self.fleet.undrain(i)
+        self.dirty = self.need_pass = True
+        return back
+
+    def drain_due(self) -> frozenset[int]:
+        """Draining nodes whose drain deadline has come."""
+        return frozenset(i for i, d in self.fleet.draining.items() if self.t >= d - TIME_EPS)
+
+    # ------------------------------------------------------------------ protection ends
+    def settle(self) -> None:
+        """The instant's events are in: judge the runs whose protected window ended now.
+
+        A run that could not be a victim with the rates as they are now (scheduler.may_be_victim)
+        gets no pass: rates only change at events, and every event gets a pass of its own, so the
+        run is considered at the pass of the event that makes it a possible victim."""
+        self._record("settle")
+        if not self.protect_ended:
+            return
+        ended, self.protect_ended = self.protect_ended, []
+        owed, used = self.rates_now()
+        q = self.deadline_q
+        urgent = bool(q) and deadline_due(q[0][0], self.knobs.deadline_slack, self.t)
+        for job_id, run in ended:
+            view = self.running.get(job_id)
+            if view is not None and self.states[job_id].starts == run:
+                ancestors = self.tree.leaf_ancestors[view.job.leaf]
+                if may_be_victim(self.strategy, ancestors, used, owed, urgent):
+                    self.need_pass = True
+                    self.victims_at[view.job.leaf] = self.t
+
+    # ------------------------------------------------------------------ passes
+    def pass_due(self) -> bool:
+        """An event at this instant may change a pass's outcome, and a pass has work to look at."""
+        return self.need_pass and bool(len(self.pending) or self.hung_since or self.drain_due())
+
+    def snapshot(self) -> Snapshot:
+        """The core's view of the state now (the ledger integrated up to now)."""
+        self._record("snapshot")
+        owed, used = self.rates_now()
+        self._flush()  # the ledger's debt must be current
+        return Snapshot(
+            now=self.t,
+            knobs=self.knobs,
+            tree=self.tree,
+            rates=self.rates,
+            index=self.fleet.index,
+            drain_due=self.drain_due(),
+            running=self.running,
+            running_by_leaf=self.by_leaf,
+            pending=self.pending,
+            states=self.states,
+            debt=self.ledger.debt().tolist(),
+            owed=owed,
+            used=used,
+            entitlement=self.ledger.owed_sum.tolist(),
+            hung=tuple(self.hung_since),
+            deadline_queue=self.deadline_q,
+            decayed_usage=self.decay.usage.tolist() if self.decay is not None else (),
+            victims_at=self.victims_at,  # read-only during the pass
+        )
+
+    def apply(self, d: Decisions) -> Actions:
+        """Take a pass's decisions: record its holds (backoff, hold audit dedupe) and reservation;
+        return the preemptions and starts for the driver to carry out, and the audit records."""
+        holds = tuple((h.job, h.reason) for h in d.holds)
+        self._record("applied", holds, d.reservation)
+        t, names = self.t, self.nodes
+        audit: list[dict[str, Any]] = []
+        for p in d.preempts:
+            audit.append(
+                {
+                    "t": t,
+                    "decision": "preempt",
+                    "job": p.job,
+                    "reason": p.reason,
+                    "by": p.by,
+                    "lost_gpu_s": p.lost_gpu_s,
+                    **p.evidence,
+                }
+            )
+        for s in d.starts:
+            nodes = [names[i].name for i, _ in s.alloc]
+            audit.append({"t": t, "decision": "start", "job": s.job, "nodes": nodes, **s.evidence})
+        evidence = {h.job: h.evidence for h in d.holds}
+        for kind, job, extra in self._outcome(holds, d.reservation):
+            more = evidence[job] if kind == "hold" else {}
+            audit.append({"t": t, "decision": kind, "job": job, **extra, **more})
+        return Actions(d.preempts, d.starts, tuple(audit))
+
+    def _outcome(
+        self, holds: Sequence[tuple[str, str]], reservation: Reservation
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        """The state a pass's holds and reservation change; the (decision, job, evidence) records
+        to audit: a reservation when it changed, a hold when its reason changed."""
+        out: list[tuple[str, str, dict[str, Any]]] = []
+        if reservation != self.last_reservation:
+            self.last_reservation = reservation
+            if reservation is not None:
+                job_id, held = reservation
+                out.append(("reserve", job_id, {"nodes": [self.nodes[i].name for i in held]}))
+        backoff = self.knobs.preempt_backoff
+        for job_id, reason in holds:
+            if reason == "no_victims":
+                # retries fall on a grid of `backoff`, so one pass serves every job due then
+                retry = (math.floor(self.t / backoff) + 2) * backoff if backoff > 0 else self.t
+                st = self.states[job_id]
+                st.preempt_retry_at, st.preempt_failed_at = retry, self.t
+                if retry not in self.retry_wakes:
+                    self.retry_wakes.add(retry)
+                    self._push(retry, "wake", None)
+            if self.last_hold.get(job_id) != reason:
+                self.last_hold[job_id] = reason
+                out.append(("hold", job_id, {"reason": reason}))
+        return out
