@@ -66,7 +66,7 @@ def phases(out: Path) -> list[tuple[str, float]]:
     from fairshare.cli import _window_options
     from fairshare.replay.outputs import write_replay
     from fairshare.replay.results import Comparison
-    from fairshare.replay.runner import inputs_from_trace, run_policy
+    from fairshare.replay.runner import inputs_from_trace, run_strategy
     from fairshare.report.html import ChartPool, write_report
 
     steps = [("imports", time.perf_counter() - t)]
@@ -75,7 +75,7 @@ def phases(out: Path) -> list[tuple[str, float]]:
     steps.append(("read and window the trace", time.perf_counter() - t))
     with ChartPool() as pool:
         t = time.perf_counter()
-        output = run_policy(inputs, "fairshare")
+        output = run_strategy(inputs, "fairshare")
         steps.append(("replay", time.perf_counter() - t))
         t = time.perf_counter()
         write_replay(out / "fairshare", inputs.cluster, inputs.policy_text, output)

@@ -1,4 +1,4 @@
-"""Replay benchmark: throughput and peak memory of `run_policy` on a generated workload.
+"""Replay benchmark: throughput and peak memory of `run_strategy` on a generated workload.
 
     .venv/bin/python benchmarks/run.py                      # 100,000 jobs, fairshare
     .venv/bin/python benchmarks/run.py --scaling --policies fairshare,fifo
@@ -9,7 +9,7 @@ peak RSS (`ru_maxrss`) belongs to that one replay and not to earlier ones. In th
 
     generate   the workload records (benchmarks/workload_gen.py; not part of any other figure)
     load       inputs_from_scenario: validation and resolution of policy, cluster and jobs
-    replay     run_policy: the simulation, producing events, decisions and metrics
+    replay     run_strategy: the simulation, producing events, decisions and metrics
     write      write_replay to a temporary directory
 
 jobs/s and events/s are over the replay time only; events are the lines of events.jsonl.
@@ -104,7 +104,7 @@ def child(policy: str, jobs: int, seed: int) -> RunResult:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     source = source_line()
     from fairshare.replay.outputs import write_replay
-    from fairshare.replay.runner import inputs_from_scenario, run_policy
+    from fairshare.replay.runner import inputs_from_scenario, run_strategy
     from workload_gen import cluster_gpus, generate, jobs_per_day
 
     t0 = time.perf_counter()
@@ -119,7 +119,7 @@ def child(policy: str, jobs: int, seed: int) -> RunResult:
     loadavg = os.getloadavg()[0]
     c0 = time.process_time()
     t3 = time.perf_counter()
-    out = run_policy(inputs, policy)
+    out = run_strategy(inputs, policy)
     t4 = time.perf_counter()
     c1 = time.process_time()
     peak_replay = _maxrss_mib()

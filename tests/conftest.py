@@ -13,7 +13,7 @@ import yaml
 
 from fairshare.inputs.scenarios import ScenarioData
 from fairshare.replay.results import ReplayOutput
-from fairshare.replay.runner import Inputs, inputs_from_scenario, run_policy
+from fairshare.replay.runner import Inputs, inputs_from_scenario, run_strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("FAIRSHARE_SHARED", ROOT.parent / "shared"))
@@ -90,7 +90,7 @@ def make_inputs(
 def replay(
     policy: dict[str, Any], cluster: dict[str, Any], jobs: list[dict[str, Any]], strategy: str = "fairshare"
 ) -> ReplayOutput:
-    return run_policy(make_inputs(policy, cluster, jobs), strategy)
+    return run_strategy(make_inputs(policy, cluster, jobs), strategy)
 
 
 def events_of(out: ReplayOutput) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import pytest
 
 from fairshare.inputs.scenarios import SCENARIOS
 from fairshare.replay.results import ReplayOutput
-from fairshare.replay.runner import inputs_from_scenario, run_policy
+from fairshare.replay.runner import inputs_from_scenario, run_strategy
 
 pytestmark = pytest.mark.slow
 SEED = 1
@@ -23,7 +23,7 @@ H = 3600.0
 
 @cache
 def run(scenario: str, policy: str) -> ReplayOutput:
-    return run_policy(inputs_from_scenario(SCENARIOS[scenario](SEED)), policy)
+    return run_strategy(inputs_from_scenario(SCENARIOS[scenario](SEED)), policy)
 
 
 def metrics(scenario: str, policy: str) -> dict[str, Any]:
@@ -99,10 +99,10 @@ def test_label_inflation_fairshare_events_do_not_change_when_labels_change() -> 
         data, jobs=[{**j, "label": ("low", "medium", "high")[i % 3]} for i, j in enumerate(data.jobs)]
     )
     a = run("label-inflation", "fairshare").events
-    b = run_policy(inputs_from_scenario(relabelled), "fairshare").events
+    b = run_strategy(inputs_from_scenario(relabelled), "fairshare").events
     assert a == b
     # while priority-labels does react to the new labels
-    c = run_policy(inputs_from_scenario(relabelled), "priority-labels").events
+    c = run_strategy(inputs_from_scenario(relabelled), "priority-labels").events
     assert c != run("label-inflation", "priority-labels").events
 
 

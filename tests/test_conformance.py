@@ -10,14 +10,14 @@ from conftest import job, run_checker, tiny_cluster, tiny_policy
 from fairshare.core.strategies import STRATEGIES
 from fairshare.inputs.scenarios import SCENARIOS, ScenarioData
 from fairshare.replay.outputs import write_replay
-from fairshare.replay.runner import inputs_from_scenario, run_policy
+from fairshare.replay.runner import inputs_from_scenario, run_strategy
 
 POLICIES = sorted(STRATEGIES)
 
 
 def _check(tmp_path: Path, data: ScenarioData, policy: str) -> None:
     inputs = inputs_from_scenario(data)
-    out = run_policy(inputs, policy)
+    out = run_strategy(inputs, policy)
     folder = tmp_path / policy
     write_replay(folder, inputs.cluster, inputs.policy_text, out)
     res = run_checker(folder, data.policy, data.cluster)
@@ -66,7 +66,7 @@ def test_event_and_decision_lines_are_canonical_compact_json() -> None:
 
     import orjson
 
-    out = run_policy(inputs_from_scenario(SCENARIOS["eight-gpu"](1)), "fairshare")
+    out = run_strategy(inputs_from_scenario(SCENARIOS["eight-gpu"](1)), "fairshare")
     assert out.events and out.decisions
     for line in [*out.events, *out.decisions]:
         parsed = json.loads(line)

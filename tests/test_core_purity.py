@@ -13,7 +13,7 @@ from fairshare.core.scheduler import decide as scheduler_decide
 from fairshare.core.snapshot import Decisions, Snapshot
 from fairshare.core.strategies import Strategy
 from fairshare.inputs.scenarios import SCENARIOS
-from fairshare.replay.runner import inputs_from_scenario, run_policy
+from fairshare.replay.runner import inputs_from_scenario, run_strategy
 
 
 def _state(s: Snapshot) -> Any:
@@ -55,7 +55,7 @@ def test_decide_never_mutates_its_snapshot_nor_reads_the_clock(
         return d
 
     monkeypatch.setattr(sim_module, "decide", checked)
-    out = run_policy(inputs_from_scenario(SCENARIOS["eight-gpu"](1)), policy)
+    out = run_strategy(inputs_from_scenario(SCENARIOS["eight-gpu"](1)), policy)
     assert calls[0] > 100
     assert out.result.metrics["jobs"]["finished"] > 0
 
@@ -71,5 +71,5 @@ def test_same_snapshot_gives_same_decisions(monkeypatch: pytest.MonkeyPatch) -> 
         return a
 
     monkeypatch.setattr(sim_module, "decide", twice)
-    run_policy(inputs_from_scenario(SCENARIOS["eight-gpu"](1)), "fairshare")
+    run_strategy(inputs_from_scenario(SCENARIOS["eight-gpu"](1)), "fairshare")
     assert mismatches == []

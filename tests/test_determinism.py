@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from fairshare.inputs.scenarios import SCENARIOS
-from fairshare.replay.runner import inputs_from_scenario, run_policy
+from fairshare.replay.runner import inputs_from_scenario, run_strategy
 
 
 def _compare(out: Path, env_seed: str) -> None:
@@ -33,16 +33,16 @@ def test_compare_is_byte_identical_across_processes_and_hash_seeds(tmp_path: Pat
 
 
 def test_a_different_seed_gives_different_arrivals() -> None:
-    a = run_policy(inputs_from_scenario(SCENARIOS["eight-gpu"](1)), "fairshare").events
-    b = run_policy(inputs_from_scenario(SCENARIOS["eight-gpu"](2)), "fairshare").events
+    a = run_strategy(inputs_from_scenario(SCENARIOS["eight-gpu"](1)), "fairshare").events
+    b = run_strategy(inputs_from_scenario(SCENARIOS["eight-gpu"](2)), "fairshare").events
     assert a != b
 
 
 def test_two_replays_in_one_process_share_no_state() -> None:
     inputs = inputs_from_scenario(SCENARIOS["eight-gpu"](1))
-    first = run_policy(inputs, "fairshare")
-    run_policy(inputs_from_scenario(SCENARIOS["small-burst"](3)), "fairshare")
-    again = run_policy(inputs, "fairshare")
+    first = run_strategy(inputs, "fairshare")
+    run_strategy(inputs_from_scenario(SCENARIOS["small-burst"](3)), "fairshare")
+    again = run_strategy(inputs, "fairshare")
     assert first.events == again.events
     assert first.result.metrics == again.result.metrics
 

@@ -32,7 +32,7 @@ from fairshare.inputs.formats.openb import RATES, OpenbCluster, OpenbPods
 from fairshare.inputs.formats.philly import WINDOW_CLUSTER, PhillyFormat
 from fairshare.inputs.workload import jobs_from_dicts
 from fairshare.replay.outputs import write_replay
-from fairshare.replay.runner import dump_policy, inputs_from_sources, inputs_from_trace, run_policy
+from fairshare.replay.runner import dump_policy, inputs_from_sources, inputs_from_trace, run_strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -573,7 +573,7 @@ def _replay_and_check(
     """Invariants of the replay output, checked by the independent checker: no node over
     capacity, whole gangs, no start on drained nodes, no preemption inside a protected window,
     every finished job did exactly its work, metrics recomputed from events.jsonl agree."""
-    out = run_policy(inputs, policy)
+    out = run_strategy(inputs, policy)
     folder = tmp_path / policy
     write_replay(folder, inputs.cluster, inputs.policy_text, out)
     res = run_checker(folder, yaml.safe_load(inputs.policy_text), cluster_spec)

@@ -100,7 +100,7 @@ def _metrics(policy: str, *, share_research: float, share_floor_pass: bool) -> d
 
 def _result(policy: str, **kw: Any) -> ReplayResult:
     return ReplayResult(
-        policy=policy,
+        strategy=policy,
         scenario="normal",
         metrics=_metrics(policy, **kw),
         series=EMPTY_SERIES,

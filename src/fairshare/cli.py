@@ -379,7 +379,7 @@ def compare(
             (c.scenario, g)
             for c in comparisons
             for r in c.results
-            if r.policy == "fairshare"
+            if r.strategy == "fairshare"
             for g, v in r.metrics["gates"].items()
             if not v["pass"]
         ]

@@ -30,14 +30,14 @@ class Series:
 
 @dataclass(frozen=True)
 class ReplayResult:
-    """One policy replayed on one workload.
+    """One strategy replayed on one workload.
 
     `metrics` is exactly the content of metrics.json (FORMATS.md). `waits` maps class name to the
     wait in seconds of every job of that class (censored at the horizon like the metric).
     `lost_gpu_h` maps top-level group to the GPU-hours lost to preemption by its jobs.
     """
 
-    policy: str
+    strategy: str
     scenario: str
     metrics: dict[str, Any]
     series: Series

@@ -1,4 +1,4 @@
-"""Loading inputs (files or built-in scenarios) and running policy comparisons on them."""
+"""Loading inputs (files or built-in scenarios) and comparing strategies on them."""
 
 from __future__ import annotations
 
@@ -203,15 +203,16 @@ def check_policies(names: Sequence[str]) -> list[str]:
     return out
 
 
-def run_policy(
-    inputs: Inputs, policy_name: str, progress: Callable[[int], None] | None = None
+def run_strategy(
+    inputs: Inputs, strategy: str, progress: Callable[[int], None] | None = None
 ) -> ReplayOutput:
+    """Replay the inputs under one named strategy (fairshare, fifo, ...)."""
     sim = Simulator(
         inputs.policy,
         inputs.tree,
         inputs.cluster,
         inputs.jobs,
-        policy_name,
+        strategy,
         scenario=inputs.name,
         where=inputs.policy_where,
         progress=progress,
@@ -220,11 +221,12 @@ def run_policy(
 
 
 def compare(
-    inputs: Inputs, policies: Sequence[str], out: Path | None, progress: Callable[[int], None] | None = None
+    inputs: Inputs, strategies: Sequence[str], out: Path | None, progress: Callable[[int], None] | None = None
 ) -> Comparison:
+    """The same arrivals under each strategy; each replay's folder written to OUT/<strategy>."""
     results = []
-    for name in policies:
-        output = run_policy(inputs, name, progress)
+    for name in strategies:
+        output = run_strategy(inputs, name, progress)
         folder = None
         if out is not None:
             folder = out / name
@@ -232,7 +234,7 @@ def compare(
         r = output.result
         results.append(
             type(r)(
-                r.policy,
+                r.strategy,
                 r.scenario,
                 r.metrics,
                 r.series,

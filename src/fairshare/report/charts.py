@@ -94,7 +94,7 @@ def _svg(fig: Figure, prefix: str) -> str:
 
 def _colors(results: Sequence[ReplayResult]) -> list[str]:
     spare = iter(_SPARE_COLORS * (1 + len(results) // len(_SPARE_COLORS)))
-    return [_POLICY_COLORS.get(r.policy) or next(spare) for r in results]
+    return [_POLICY_COLORS.get(r.strategy) or next(spare) for r in results]
 
 
 def _empty(ax: Axes, message: str) -> None:
@@ -128,7 +128,7 @@ def _wait_cdf(results: Sequence[ReplayResult]) -> Figure:
                 waits = sorted(max(_WAIT_FLOOR_S, w) for w in r.waits.get(cls, ()) if math.isfinite(w))
                 if waits:
                     ys = [(i + 1) / len(waits) for i in range(len(waits))]
-                    ax.step([_WAIT_FLOOR_S, *waits], [0.0, *ys], where="post", color=color, label=r.policy)
+                    ax.step([_WAIT_FLOOR_S, *waits], [0.0, *ys], where="post", color=color, label=r.strategy)
                     drawn = True
             ax.set_xscale("log")
             ax.set_xlim(_WAIT_FLOOR_S, longest * 1.5)
@@ -146,7 +146,7 @@ def _wait_cdf(results: Sequence[ReplayResult]) -> Figure:
 
 
 def _policy_handles(results: Sequence[ReplayResult], colors: Sequence[str]) -> list[Line2D]:
-    return [Line2D([], [], color=c, label=r.policy) for r, c in zip(results, colors, strict=True)]
+    return [Line2D([], [], color=c, label=r.strategy) for r, c in zip(results, colors, strict=True)]
 
 
 def _time_axis(results: Sequence[ReplayResult]) -> tuple[float, str]:
@@ -167,7 +167,7 @@ def _delivery(results: Sequence[ReplayResult]) -> Figure:
     fig, axes = _grid(len(results), 2, 3.4)
     with _style():
         for ax, r in zip(axes, results, strict=False):
-            ax.set_title(r.policy)
+            ax.set_title(r.strategy)
             xs = [t / scale for t in r.series.t]
             drawn = False
             for g in groups:
@@ -204,7 +204,7 @@ def _occupancy(results: Sequence[ReplayResult]) -> Figure:
                     [100 * v for v in r.series.occupancy[:n]],
                     color=c,
                     linewidth=1.4,
-                    label=r.policy,
+                    label=r.strategy,
                 )
                 drawn = True
         ax.set_ylim(0, 102)
@@ -230,7 +230,7 @@ def _lost_work(results: Sequence[ReplayResult]) -> Figure:
         for i, (r, c) in enumerate(zip(results, colors, strict=True)):
             xs = [j + (i - (len(results) - 1) / 2) * width for j in range(len(groups))]
             values = [r.lost_gpu_h.get(g, 0.0) for g in groups]
-            bars = ax.bar(xs, values, width, color=c, label=r.policy)
+            bars = ax.bar(xs, values, width, color=c, label=r.strategy)
             if len(groups) * len(results) <= 24:
                 ax.bar_label(bars, [f"{v:.1f}" if v else "" for v in values], fontsize=8, padding=2)
         ax.set_xticks(range(len(groups)), groups)

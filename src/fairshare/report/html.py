@@ -165,7 +165,7 @@ def render_report(
 
 
 def _policies(comparisons: Sequence[Comparison]) -> list[str]:
-    return list(dict.fromkeys(r.policy for c in comparisons for r in c.results))
+    return list(dict.fromkeys(r.strategy for c in comparisons for r in c.results))
 
 
 def _intro(comparisons: Sequence[Comparison]) -> str:
@@ -198,7 +198,7 @@ def _section(c: Comparison, sid: str, svgs: dict[str, str]) -> str:
         out.append('<p class="muted">No results for this scenario.</p>\n</section>')
         return "\n".join(out)
     rows = metric_rows(c.results)
-    out += [_verdict(c, rows), _table(rows, [r.policy for r in c.results])]
+    out += [_verdict(c, rows), _table(rows, [r.strategy for r in c.results])]
     for name, caption in CHART_CAPTIONS.items():
         out.append(f"<figure>\n{svgs[name]}\n<figcaption>{esc(caption)}</figcaption>\n</figure>")
     out.append("</section>")
@@ -215,7 +215,7 @@ def _verdict(c: Comparison, rows: Sequence[Row]) -> str:
         passed = sum(g.verdicts[i] is True for g in gates)
         text = f"fails {', '.join(failed)}" if failed else "passes"
         parts.append(
-            f"<b>{html.escape(res.policy)}</b> {html.escape(text)} ({passed}/{len(gates)} gates pass)"
+            f"<b>{html.escape(res.strategy)}</b> {html.escape(text)} ({passed}/{len(gates)} gates pass)"
         )
     return "<p>Gates: " + "; ".join(parts) + ".</p>"
 

@@ -290,7 +290,7 @@ def format_rows(rows: Sequence[Row], policies: Sequence[str]) -> str:
 def format_comparison(comparison: Comparison) -> str:
     """The side-by-side table of one scenario, followed by failed-gate evidence and notes."""
     head = comparison.scenario + (f" — {comparison.description}" if comparison.description else "")
-    policies = [r.policy for r in comparison.results]
+    policies = [r.strategy for r in comparison.results]
     if not policies:
         return f"{head}\n(no results)"
     rows = metric_rows(comparison.results)
