@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from fairshare.core.fairness import may_take_from, priority, service_ratio
+from fairshare.core.fairness import Side, may_take_from, priority, service_ratio
 
 L = 3600.0  # lookahead 1 h
 
@@ -80,13 +80,9 @@ class Exchange:
 
     def allowed(self) -> bool:
         return may_take_from(
-            self.taker_prio,
-            self.victim_prio,
-            self.taker_used,
-            self.taker_owed,
+            Side(self.taker_prio, self.taker_used, self.taker_owed),
+            Side(self.victim_prio, self.victim_used, self.victim_owed),
             self.taker_charge,
-            self.victim_used,
-            self.victim_owed,
             self.victim_charge,
         )
 

@@ -88,7 +88,7 @@ def _replay(scenario: str, policy: str, plain: bool, monkeypatch: pytest.MonkeyP
     inputs = inputs_from_scenario(SCENARIOS[scenario](1))
     strategy = get_strategy(policy, inputs.policy.scheduling.preemption)
     if plain:
-        monkeypatch.setattr(_Pass, "_could_free", _could_free_always)
+        monkeypatch.setattr(_Pass, "could_free", _could_free_always)
         monkeypatch.setattr(_Pass, "_hold_nodes", _hold_nodes_plain)
         monkeypatch.setattr(EngineState, "fragmented_gpus", _fragmented_plain)
         real_init = _Pass.__init__
@@ -127,13 +127,13 @@ def test_the_shortcuts_are_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
     searches short and lets others on, reservations are made, and the fragmentation metric is
     non-zero."""
     seen: list[bool] = []
-    real = _Pass._could_free
+    real = _Pass.could_free
 
     def spy(self: _Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
         seen.append(real(self, shape, job, runs))
         return seen[-1]
 
-    monkeypatch.setattr(_Pass, "_could_free", spy)
+    monkeypatch.setattr(_Pass, "could_free", spy)
     out = _replay("small-burst", "fairshare", False, monkeypatch)
     assert seen.count(False) > 0 and seen.count(True) > 0
     assert any('"decision":"reserve"' in d for d in out.decisions)

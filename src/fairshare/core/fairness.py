@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 
 def priority(debt: float, owed_rate: float, used_rate: float, entitlement: float, lookahead: float) -> float:
@@ -79,31 +80,35 @@ def service_ratio(used_rate: float, owed_rate: float) -> float:
     return used_rate / owed_rate
 
 
-def may_take_from(
-    taker_prio: float,
-    victim_prio: float,
-    taker_used: float,
-    taker_owed: float,
-    taker_charge: float,
-    victim_used: float,
-    victim_owed: float,
-    victim_charge: float,
-) -> bool:
+class Side(NamedTuple):
+    """One side of a preemption: a sibling subtree under the lowest common ancestor of the
+    preemptor's and the victim's leaves, with its priority, running charge and owed rate now."""
+
+    priority: float
+    used: float
+    owed: float
+
+
+def may_take_from(taker: Side, victim: Side, taker_charge: float, victim_charge: float) -> bool:
     """Whether the taker's side may preempt `victim_charge` from the victim's side.
 
-    Both are sibling subtrees under their lowest common ancestor. The victim side must be more
-    over-served (lower priority), and after the exchange the victim side must still be served at
-    least as well, relative to what it is owed, as the taker side (Kueue's
-    LessThanOrEqualToFinalShare): this is what rules out two jobs preempting each other back and
-    forth, since after the exchange the inequality points the other way.
+        PreemptorNewShare = R(taker.used + taker_charge, taker.owed)
+        TargetOldShare    = R(victim.used, victim.owed)          must be > 1 (over-served)
+        TargetNewShare    = R(victim.used − victim_charge, victim.owed)
+
+    (Kueue's names; R = service_ratio.) The victim side must have the lower priority and be
+    over-served, and after the exchange it must still be served at least as well as the taker
+    side: TargetNewShare >= PreemptorNewShare (Kueue's LessThanOrEqualToFinalShare). This is what
+    rules out two jobs preempting each other back and forth, since after the exchange the
+    inequality points the other way.
     """
-    if not victim_prio < taker_prio:
+    if not victim.priority < taker.priority:
         return False
-    if victim_used <= victim_owed + 1e-9:  # the victim side is not using anyone else's share
+    if victim.used <= victim.owed + 1e-9:  # TargetOldShare <= 1: not using anyone else's share
         return False
-    after_victim = service_ratio(victim_used - victim_charge, victim_owed)
-    after_taker = service_ratio(taker_used + taker_charge, taker_owed)
-    return after_victim >= after_taker
+    target_new_share = service_ratio(victim.used - victim_charge, victim.owed)
+    preemptor_new_share = service_ratio(taker.used + taker_charge, taker.owed)
+    return target_new_share >= preemptor_new_share
 
 
 def fair_tree_factors(

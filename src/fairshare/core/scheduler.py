@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .contract import lost_gpu_s, remaining
-from .fairness import PassPriorities, may_take_from, service_ratio
+from .fairness import PassPriorities
 from .model import STALL_EPS, TIME_EPS, JobRequest
-from .placement import Alloc, Shape, Tentative, fits_with, place
+from .placement import Alloc, Shape, Tentative, place
 from .snapshot import (
     Decisions,
     Hold,
@@ -38,14 +38,9 @@ from .snapshot import (
     Start,
 )
 from .strategies import Strategy
+from .victims import DEADLINE, NoVictims, could_free, find_victims, num
 
 EPS = TIME_EPS
-
-
-def over_served(node: int, used: Sequence[float], owed: Sequence[float]) -> bool:
-    """A tree node receives more than it is owed now (used > owed): the only side fair-share
-    preemption may take a run from."""
-    return used[node] > owed[node] + EPS
 
 
 def deadline_due(latest_start: float, slack: float, now: float) -> bool:
@@ -62,24 +57,12 @@ def may_be_victim(
     deadline_urgent: bool,
 ) -> bool:
     """Whether a pass with these rates could preempt a run past its protected window, whose leaf
-    and ancestors are `ancestors`: the deadline phase may take any run once a deadline job is urgent;
-    label preemption any run of a lower label; fair-share preemption only a run with a side that
-    is over-served (its side against a taker is its leaf or one of its ancestors, so checking
-    them all covers every taker). A necessary condition, not a sufficient one: the pass decides."""
+    and ancestors are `ancestors`: the deadline phase may take any run once a deadline job is
+    urgent; otherwise the strategy's victim rule decides (victims.*.could_take). A necessary
+    condition, not a sufficient one: the pass decides."""
     if strategy.deadline_reservation and deadline_urgent:
         return True
-    if strategy.victims == "lower_label":
-        return True
-    if strategy.victims == "over_served":
-        return any(over_served(a, used, owed) for a in ancestors)
-    return False
-
-
-def num(x: float) -> float | str:
-    """JSON-safe number for evidence (infinity as a string)."""
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return x
+    return strategy.victims.could_take(ancestors, used, owed)
 
 
 class _Pass:
@@ -117,7 +100,7 @@ class _Pass:
         self.prio.changed(leaf)
 
     def preempt(self, r: RunView, reason: PreemptReason, by: str | None, evidence: dict[str, Any]) -> None:
-        self.preempts.append(Preempt(r.job.id, reason, by, self._lost(r), evidence))
+        self.preempts.append(Preempt(r.job.id, reason, by, self.lost_of(r), evidence))
         self.gone.add(r.job.id)
         self.view.give(r.alloc)
         self._adjust_used(r.job.leaf, -r.charge)
@@ -159,15 +142,11 @@ class _Pass:
                     )
 
     # ------------------------------------------------------------------ victims
-    def _sides(self, a: int, b: int) -> tuple[int, int]:
-        """Children of the lowest common ancestor of leaves a and b on each side."""
-        return self.s.tree.sides(a, b)
-
-    def _may_preempt(self, job: JobRequest, rule: str) -> bool:
-        """Whether `job` may try preemption under a fairness rule now: the rule allows it, the
+    def _may_preempt(self, job: JobRequest, rule: NoVictims) -> bool:
+        """Whether `job` may search for victims under a budgeted rule now: the rule preempts, the
         pass has attempts left, and the job is not in backoff after finding no victims (backoff
-        ends early when a run left its protected window since: a new candidate victim)."""
-        if rule == "none" or self.attempts >= self.strategy.max_preempt_attempts:
+        ends early when a run the rule could take left its protected window since)."""
+        if not rule.preempts or self.attempts >= self.strategy.max_preempt_attempts:
             return False
         st = self.s.states[job.id]
         if st.preempt_retry_at <= self.s.now:
@@ -175,191 +154,26 @@ class _Pass:
         failed = st.preempt_failed_at
         if self.victims_latest <= failed:
             return False  # no run left its protected window since this job's last search
-        if rule != "over_served":  # label preemption may take from any group, the job's own included
-            return any(t > failed for t in self.s.victims_at)
-        return any(
-            t > failed and leaf != job.leaf and self._may_take_side(job, leaf)
-            for leaf, t in enumerate(self.s.victims_at)
-        )
+        return rule.new_victims(self, job, failed)
 
-    def _may_take_side(self, job: JobRequest, leaf: int) -> bool:
-        """Whether the fair-share exchange could let `job` take a run of `leaf` at all: the victim's
-        side is over-served, below the taker's side in priority, and stays at least as well served
-        as the taker would be (a victim of zero charge; the real charge only makes it harder)."""
-        mine, theirs = self._sides(job.leaf, leaf)
-        owed = self.s.owed
-        return (
-            over_served(theirs, self.used, owed)
-            and self.prio(theirs) < self.prio(mine)
-            and service_ratio(self.used[theirs], owed[theirs])
-            >= service_ratio(self.used[mine] + job.charge, owed[mine])
-        )
+    def could_free(self, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
+        """victims.could_free: the capacity pre-check before a search prices its candidates."""
+        return could_free(self, shape, job, runs)
 
-    def _candidates(self, job: JobRequest, rule: str) -> list[RunView]:
-        """Runs the rule allows `job` to preempt (unordered: see `_cheapest`)."""
-        s = self.s
-        out: list[RunView] = []
-        my_state = s.states[job.id]
-        allowed = set(job.gpu_types) if job.gpu_types is not None else None
-        for leaf, runs in s.running_by_leaf.items():
-            max_charge = math.inf
-            if rule == "over_served":
-                if leaf == job.leaf:
-                    continue
-                if not self._may_take_side(job, leaf):
-                    continue  # even a victim of zero charge could not satisfy may_take_from
-                mine, theirs = self._sides(job.leaf, leaf)
-                # the largest victim charge the exchange condition allows on its own:
-                # (U_v - c) / O_v >= R_t  <=>  c <= U_v - R_t * O_v   (O_v > 0 here: U_v > O_v >= 0)
-                taker_after = service_ratio(self.used[mine] + job.charge, s.owed[mine])
-                if s.owed[theirs] > EPS and not math.isinf(taker_after):
-                    max_charge = self.used[theirs] - taker_after * s.owed[theirs] + EPS
-            for r in runs.values():
-                if r.charge > max_charge or r.job.gpus == 0:
-                    continue  # too large to take, or holds no GPU (CPU-only: freeing it helps nobody)
-                if r.job.id in self.gone or s.now < r.protected_until - EPS:
-                    continue
-                if my_state.preempted_by == r.job.id:
-                    continue  # never preempt back the job that preempted this one
-                if rule == "lower_label" and not r.job.label_rank > job.label_rank:
-                    continue
-                if allowed is not None and s.index.nodes[r.alloc[0][0]].gpu_type not in allowed:
-                    continue
-                out.append(r)
-        return out
-
-    def _cheapest(self, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
-        """The candidates a search considers: least lost work first, at most max_victim_candidates."""
-        out = [(self._lost(r), r.job.id, r) for r in runs]
-        out.sort(key=lambda c: (c[0], c[1]))
-        return out[: self.strategy.max_victim_candidates]
-
-    def _could_free(self, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
-        """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
-        `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
-        before the lost work of each candidate is computed (most searches fail here)."""
-        freeable: dict[int, int] = {}
-        for r in runs:
-            for i, g in r.alloc:
-                freeable[i] = freeable.get(i, 0) + g
-        index, view = self.s.index, self.view
-        for ty in shape.types if shape.types is not None else range(len(index.types)):
-            ok = {
-                i
-                for i, g in freeable.items()
-                if index.node_type[i] == ty
-                and index.available[i]
-                and view.avail(i, job.id) + g >= shape.per_node
-            }
-            if shape.nodes > 1:
-                ok.update(i for i, _ in view.candidates(ty, shape.per_node, job.id))
-            if len(ok) >= shape.nodes:
-                return True
-        return False
-
-    def _lost(self, r: RunView) -> float:
+    def lost_of(self, r: RunView) -> float:
         """GPU-seconds `r` would lose if preempted now (computed once per pass per run)."""
         lost = self.lost.get(r.job.id)
         if lost is None:
             lost = self.lost[r.job.id] = lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.hung_since)
         return lost
 
-    def _allowed_victim(self, job: JobRequest, r: RunView, taken: dict[int, float]) -> bool:
-        """The fair-share exchange condition, with what this selection already took from each side."""
-        mine, theirs = self._sides(job.leaf, r.job.leaf)
-        extra = taken.get(theirs, 0.0)
-        if not may_take_from(
-            self.prio(mine),
-            self.prio(theirs),
-            self.used[mine],
-            self.s.owed[mine],
-            job.charge,
-            self.used[theirs] - extra,
-            self.s.owed[theirs],
-            r.charge,
-        ):
-            return False
-        taken[theirs] = extra + r.charge
-        return True
-
-    def find_victims(self, job: JobRequest, rule: str) -> tuple[list[RunView], Alloc, int] | None:
-        """Victims whose GPUs make `job` placeable, at the least lost work.
-
-        Node-centric: for every node of an allowed type, the cheapest victims on it that free
-        enough GPUs for one member of the job (cost = their lost work); then the `nodes` cheapest
-        such nodes of one type. The set is checked for placement (no futile preemption) and, for
-        fair-share, against the exchange condition in least-lost order.
-        """
-        runs = self._candidates(job, rule)
-        shape = self.shape_of(job)
-        if not runs or not self._could_free(shape, job, runs):
-            return None
-        cands = self._cheapest(runs)
-        on_node: dict[int, list[tuple[float, str, RunView]]] = {}
-        for c in cands:
-            for i, _ in c[2].alloc:
-                on_node.setdefault(i, []).append(c)
-        index = self.s.index
-        best: tuple[float, int, list[RunView]] | None = None
-        for ty in shape.types if shape.types is not None else range(len(index.types)):
-            options: list[tuple[float, int, list[RunView]]] = []
-            nodes = {i for i in on_node if index.node_type[i] == ty and index.available[i]}
-            if shape.nodes > 1:  # a gang may also use nodes that already have room
-                nodes.update(i for i, _ in self.view.candidates(ty, shape.per_node, job.id))
-            if len(nodes) < shape.nodes:
-                continue
-            for i in sorted(nodes):
-                have = self.view.avail(i, job.id)
-                need = shape.per_node - have
-                if need <= 0:
-                    options.append((0.0, i, []))
-                    continue
-                picked: list[RunView] = []
-                cost = 0.0
-                for lost, _, r in on_node.get(i, ()):
-                    picked.append(r)
-                    cost += lost
-                    need -= sum(g for n, g in r.alloc if n == i)
-                    if need <= 0:
-                        break
-                if need <= 0:
-                    options.append((cost, i, picked))
-            if len(options) < shape.nodes:
-                continue
-            options.sort(key=lambda o: (o[0], o[1]))
-            chosen = options[: shape.nodes]
-            total = sum(o[0] for o in chosen)
-            victims: dict[str, RunView] = {}
-            for o in chosen:
-                for r in o[2]:
-                    victims.setdefault(r.job.id, r)
-            if best is None or (total, ty) < (best[0], best[1]):
-                best = (total, ty, sorted(victims.values(), key=lambda r: r.job.id))
-        if best is None or not best[2]:
-            return None
-        victims_list = sorted(best[2], key=lambda r: (self._lost(r), r.job.id))
-        if rule == "over_served":
-            taken: dict[int, float] = {}
-            if not all(self._allowed_victim(job, r, taken) for r in victims_list):
-                return None
-        freed: dict[int, int] = {}
-        for r in victims_list:
-            for i, g in r.alloc:
-                freed[i] = freed.get(i, 0) + g
-        alloc = fits_with(self.view, job.id, shape, freed)
-        if alloc is None:
-            return None
-        return victims_list, alloc, len(cands)
-
-    def try_preempting(
-        self, job: JobRequest, rule: str, reason: PreemptReason, evidence: dict[str, Any]
-    ) -> bool:
-        if rule != "any" and not self._may_preempt(job, rule):
-            return False  # no rule, attempts used up, or in backoff; deadlines are exempt from both
-        if rule != "any":
+    def try_preempting(self, job: JobRequest, rule: NoVictims, evidence: dict[str, Any]) -> bool:
+        if rule.budgeted:
+            if not self._may_preempt(job, rule):
+                return False  # no rule, attempts used up, or in backoff; deadlines are exempt from both
             self.attempts += 1
         self.tried = job.id
-        found = self.find_victims(job, rule)
+        found = find_victims(self, job, rule)
         if found is None:
             return False
         victims, _, considered = found
@@ -369,17 +183,8 @@ class _Pass:
                 "victim_group": r.job.group,
                 "preemptor_group": job.group,
             }
-            if rule == "over_served":
-                mine, theirs = self._sides(job.leaf, r.job.leaf)
-                ev.update(
-                    preemptor_side=self.s.tree.paths[mine],
-                    preemptor_priority=num(self.prio(mine)),
-                    victim_side=self.s.tree.paths[theirs],
-                    victim_priority=num(self.prio(theirs)),
-                    victim_side_used=self.used[theirs],
-                    victim_side_owed=self.s.owed[theirs],
-                )
-            self.preempt(r, reason, job.id, ev)
+            ev.update(rule.evidence(self, job, r))
+            self.preempt(r, rule.reason, job.id, ev)
         alloc = place(self.view, job.id, self.shape_of(job))
         assert alloc is not None, "victim selection guaranteed a placement"
         self.start(job, alloc, {**evidence, "preempted": [r.job.id for r in victims]})
@@ -403,7 +208,7 @@ class _Pass:
             if alloc is not None:
                 self.start(job, alloc, ev)
             else:
-                self.try_preempting(job, "any", "deadline", ev)
+                self.try_preempting(job, DEADLINE, ev)
 
     # ------------------------------------------------------------------ reservation (in phase 3)
     def reserve(self, job: JobRequest, shape: Shape, ev: dict[str, Any]) -> None:
@@ -449,7 +254,7 @@ class _Pass:
     def ordered(self) -> None:
         s = self.s
         rule = self.strategy.victims
-        borrowing = rule != "none"
+        borrowing = rule.preempts
         if not borrowing and self.view.total_avail() <= 0:
             return  # nothing can start and nothing may be preempted: skip building the order
         order = self.strategy.order(s, self.handled, self.prio)
@@ -480,9 +285,8 @@ class _Pass:
                 order.started(qk)
                 order.used_changed(job.leaf)
                 continue
-            reason: PreemptReason = "label" if rule == "lower_label" else "fair_share"
             before = len(self.preempts)
-            if self.try_preempting(job, rule, reason, ev):
+            if self.try_preempting(job, rule, ev):
                 order.started(qk)
                 for p in self.preempts[before:]:
                     order.used_changed(s.running[p.job].job.leaf)
@@ -548,4 +352,4 @@ def decide(snap: Snapshot, strategy: Strategy) -> Decisions:
     return p.result()
 
 
-__all__ = ["deadline_due", "decide", "may_be_victim", "over_served"]
+__all__ = ["deadline_due", "decide", "may_be_victim"]

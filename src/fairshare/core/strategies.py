@@ -29,6 +29,7 @@ from typing import Literal, Protocol
 from .fairness import PassPriorities
 from .ordering import DebtOrder, label_order, multifactor_order, submit_order
 from .snapshot import QueueKey, Snapshot
+from .victims import NO_VICTIMS, RULES, NoVictims
 
 
 class Order(Protocol):
@@ -39,14 +40,13 @@ class Order(Protocol):
 
 
 OrderFactory = Callable[[Snapshot, set[str], PassPriorities], Order]  # prio: the pass's priorities
-VictimRule = Literal["none", "over_served", "lower_label"]
 
 
 @dataclass(frozen=True)
 class Strategy:
     name: str
     order: OrderFactory
-    victims: VictimRule
+    victims: NoVictims  # the victim rule (fairshare.core.victims)
     watchdog: bool  # preempt hung jobs after max_stall (no_progress)
     deadline_reservation: bool
     gang_reservation: bool
@@ -73,15 +73,20 @@ def _debt(snap: Snapshot, skip: set[str], prio: PassPriorities) -> Order:
 
 STRATEGIES: dict[str, Strategy] = {
     "fairshare": Strategy(
-        "fairshare", _debt, "over_served", watchdog=True, deadline_reservation=True, gang_reservation=True
+        "fairshare",
+        _debt,
+        RULES["over_served"],
+        watchdog=True,
+        deadline_reservation=True,
+        gang_reservation=True,
     ),
     "fifo": Strategy(
-        "fifo", _fifo, "none", watchdog=True, deadline_reservation=False, gang_reservation=False
+        "fifo", _fifo, NO_VICTIMS, watchdog=True, deadline_reservation=False, gang_reservation=False
     ),
     "priority-labels": Strategy(
         "priority-labels",
         _labels,
-        "lower_label",
+        RULES["lower_label"],
         watchdog=True,
         deadline_reservation=False,
         gang_reservation=False,
@@ -89,7 +94,7 @@ STRATEGIES: dict[str, Strategy] = {
     "slurm-multifactor": Strategy(
         "slurm-multifactor",
         _multifactor,
-        "none",
+        NO_VICTIMS,
         watchdog=True,
         deadline_reservation=False,
         gang_reservation=False,
@@ -104,5 +109,5 @@ def get_strategy(name: str, preemption: str = "over_served") -> Strategy:
     except KeyError:
         raise KeyError(f"unknown policy {name!r} (known: {', '.join(STRATEGIES)})") from None
     if name == "fairshare" and preemption == "none":
-        return dataclasses.replace(s, victims="none")
+        return dataclasses.replace(s, victims=NO_VICTIMS)
     return s

@@ -377,7 +377,7 @@ class EngineState:
         self.leaf_runs_t[ty, job.leaf] += 1
         self._leaf_changed(job.leaf)
         self.last_hold.pop(job_id, None)
-        if (self.strategy.victims != "none" or self.strategy.deadline_reservation) and job.protected > 0:
+        if (self.strategy.victims.preempts or self.strategy.deadline_reservation) and job.protected > 0:
             self._push(view.protected_until, "protect", (job_id, st.starts))
         self.dirty = True
         return view

@@ -1,0 +1,331 @@
+"""Victim rules: which runs a pending job may preempt, as small named strategies.
+
+A rule is chosen by the strategy (fairshare: `OverServed`; priority-labels: `LowerLabel`; the
+baselines: `NoVictims`), or by the pass for an urgent deadline job (`AnyPastProtection`). Every
+rule shares the mechanics of `find_victims` below; each says only what is its own:
+
+    preempts          whether it ever preempts (a pass with a rule that does not stops trying once
+                      the cluster is full)
+    reason            the typed reason its preemptions carry (FORMATS.md: fair_share, label,
+                      deadline; drain and no_progress are the forced phase's)
+    budgeted          whether searches count against the pass's attempt budget and the job's
+                      backoff (a deadline job's search is exempt from both)
+    could_take        whether a run of a leaf could be its victim at all, with the rates as they
+                      are (the engine asks at a protection end whether a pass is worth running)
+    new_victims       in backoff: whether a run it could take left protection since `failed`
+    leaf_cap          the largest charge it may take from a leaf's runs (None: none of them)
+    admits            a per-run filter
+    accept            a check of the chosen set as a whole
+    evidence          what its preemptions record beside the common evidence
+
+Victims are always runs past their protected window, never the run that last preempted the job,
+never CPU-only runs (freeing them helps no GPU job), of an allowed GPU type; least lost work first;
+and only a set that makes the preemptor placeable (no futile preemption).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .fairness import Side, may_take_from, service_ratio
+from .model import TIME_EPS, JobRequest
+from .placement import Alloc, Shape, fits_with
+from .snapshot import PreemptReason, RunView
+
+if TYPE_CHECKING:
+    from .scheduler import _Pass
+
+EPS = TIME_EPS
+
+
+def over_served(node: int, used: Sequence[float], owed: Sequence[float]) -> bool:
+    """A tree node receives more than it is owed now (used > owed): the only side fair-share
+    preemption may take a run from."""
+    return used[node] > owed[node] + EPS
+
+
+class NoVictims:
+    """Never preempts for ordering (fifo, slurm-multifactor; fairshare with preemption: none)."""
+
+    name = "none"
+    preempts = False
+    reason: PreemptReason = "fair_share"  # never used
+    budgeted = True
+
+    def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
+        return False
+
+    def new_victims(self, p: _Pass, job: JobRequest, failed: float) -> bool:
+        return False
+
+    def leaf_cap(self, p: _Pass, job: JobRequest, leaf: int) -> float | None:
+        return None
+
+    def admits(self, job: JobRequest, run: RunView) -> bool:
+        return False
+
+    def accept(self, p: _Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+        return False
+
+    def evidence(self, p: _Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+        return {}
+
+
+class AnyPastProtection(NoVictims):
+    """An urgent deadline job may take any run past its protected window (`deadline`)."""
+
+    name = "any"
+    preempts = True
+    reason: PreemptReason = "deadline"
+    budgeted = False
+
+    def leaf_cap(self, p: _Pass, job: JobRequest, leaf: int) -> float | None:
+        return math.inf
+
+    def admits(self, job: JobRequest, run: RunView) -> bool:
+        return True
+
+    def accept(self, p: _Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+        return True
+
+
+class LowerLabel(AnyPastProtection):
+    """priority-labels: a job may take a run of a lower label, its own group's included (`label`)."""
+
+    name = "lower_label"
+    reason: PreemptReason = "label"
+    budgeted = True
+
+    def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
+        return True
+
+    def new_victims(self, p: _Pass, job: JobRequest, failed: float) -> bool:
+        return any(t > failed for t in p.s.victims_at)
+
+    def admits(self, job: JobRequest, run: RunView) -> bool:
+        return run.job.label_rank > job.label_rank
+
+
+class OverServed(NoVictims):
+    """fairshare: a job may take a run of another group whose side, at the children of the two
+    leaves' lowest common ancestor, is over-served, has the lower priority, and stays at least
+    as well served as the taker's side after the exchange (fairness.may_take_from)."""
+
+    name = "over_served"
+    preempts = True
+    reason: PreemptReason = "fair_share"
+    budgeted = True
+
+    def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
+        # a run's side against any taker is its leaf or one of its ancestors
+        return any(over_served(a, used, owed) for a in ancestors)
+
+    def new_victims(self, p: _Pass, job: JobRequest, failed: float) -> bool:
+        return any(
+            t > failed and leaf != job.leaf and self._may_take_side(p, job, leaf)
+            for leaf, t in enumerate(p.s.victims_at)
+        )
+
+    def _sides(self, p: _Pass, taker: JobRequest, leaf: int) -> tuple[Side, Side, int, int]:
+        mine, theirs = p.s.tree.sides(taker.leaf, leaf)
+        owed = p.s.owed
+        return (
+            Side(p.prio(mine), p.used[mine], owed[mine]),
+            Side(p.prio(theirs), p.used[theirs], owed[theirs]),
+            mine,
+            theirs,
+        )
+
+    def _may_take_side(self, p: _Pass, job: JobRequest, leaf: int) -> bool:
+        """Whether the exchange could let `job` take a run of `leaf` at all: the victim's side is
+        over-served, below the taker's in priority, and stays at least as well served as the
+        taker would be after taking a victim of zero charge (the real charge only makes it harder)."""
+        mine, theirs = p.s.tree.sides(job.leaf, leaf)
+        used, owed = p.used, p.s.owed
+        return (
+            over_served(theirs, used, owed)
+            and p.prio(theirs) < p.prio(mine)
+            and service_ratio(used[theirs], owed[theirs])
+            >= service_ratio(used[mine] + job.charge, owed[mine])
+        )
+
+    def leaf_cap(self, p: _Pass, job: JobRequest, leaf: int) -> float | None:
+        if leaf == job.leaf or not self._may_take_side(p, job, leaf):
+            return None  # its own group, or even a victim of zero charge could not be taken
+        taker, victim, _, _ = self._sides(p, job, leaf)
+        # the largest victim charge the exchange condition allows on its own:
+        # (U_v - c) / O_v >= R_t  <=>  c <= U_v - R_t * O_v   (O_v > 0 here: U_v > O_v >= 0)
+        taker_after = service_ratio(taker.used + job.charge, taker.owed)
+        if victim.owed > EPS and not math.isinf(taker_after):
+            return victim.used - taker_after * victim.owed + EPS
+        return math.inf
+
+    def admits(self, job: JobRequest, run: RunView) -> bool:
+        return True
+
+    def accept(self, p: _Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+        """The exchange condition victim by victim, least lost first, with what the set already
+        took from each side."""
+        taken: dict[int, float] = {}
+        for r in victims:
+            taker, victim, _, theirs = self._sides(p, job, r.job.leaf)
+            extra = taken.get(theirs, 0.0)
+            if not may_take_from(taker, victim._replace(used=victim.used - extra), job.charge, r.charge):
+                return False
+            taken[theirs] = extra + r.charge
+        return True
+
+    def evidence(self, p: _Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+        taker, victim, mine, theirs = self._sides(p, job, run.job.leaf)
+        paths = p.s.tree.paths
+        return {
+            "preemptor_side": paths[mine],
+            "preemptor_priority": num(taker.priority),
+            "victim_side": paths[theirs],
+            "victim_priority": num(victim.priority),
+            "victim_side_used": victim.used,
+            "victim_side_owed": victim.owed,
+        }
+
+
+NO_VICTIMS = NoVictims()
+DEADLINE = AnyPastProtection()
+RULES: dict[str, NoVictims] = {r.name: r for r in (NO_VICTIMS, OverServed(), LowerLabel())}
+
+
+def num(x: float) -> float | str:
+    """JSON-safe number for evidence (infinity as a string)."""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+# ---------------------------------------------------------------------- the search
+def candidates(p: _Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
+    """Runs the rule allows `job` to preempt now (unordered: see `cheapest`)."""
+    s = p.s
+    out: list[RunView] = []
+    my_state = s.states[job.id]
+    allowed = set(job.gpu_types) if job.gpu_types is not None else None
+    for leaf, runs in s.running_by_leaf.items():
+        cap = rule.leaf_cap(p, job, leaf)
+        if cap is None:
+            continue
+        for r in runs.values():
+            if r.charge > cap or r.job.gpus == 0:
+                continue  # too large to take, or holds no GPU (CPU-only: freeing it helps nobody)
+            if r.job.id in p.gone or s.now < r.protected_until - EPS:
+                continue
+            if my_state.preempted_by == r.job.id:
+                continue  # never preempt back the job that preempted this one
+            if not rule.admits(job, r):
+                continue
+            if allowed is not None and s.index.nodes[r.alloc[0][0]].gpu_type not in allowed:
+                continue
+            out.append(r)
+    return out
+
+
+def cheapest(p: _Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
+    """The candidates a search considers: least lost work first, at most max_victim_candidates."""
+    out = [(p.lost_of(r), r.job.id, r) for r in runs]
+    out.sort(key=lambda c: (c[0], c[1]))
+    return out[: p.strategy.max_victim_candidates]
+
+
+def could_free(p: _Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
+    """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
+    `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
+    before the lost work of each candidate is computed (most searches fail here)."""
+    freeable: dict[int, int] = {}
+    for r in runs:
+        for i, g in r.alloc:
+            freeable[i] = freeable.get(i, 0) + g
+    index, view = p.s.index, p.view
+    for ty in shape.types if shape.types is not None else range(len(index.types)):
+        ok = {
+            i
+            for i, g in freeable.items()
+            if index.node_type[i] == ty and index.available[i] and view.avail(i, job.id) + g >= shape.per_node
+        }
+        if shape.nodes > 1:
+            ok.update(i for i, _ in view.candidates(ty, shape.per_node, job.id))
+        if len(ok) >= shape.nodes:
+            return True
+    return False
+
+
+def find_victims(p: _Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunView], Alloc, int] | None:
+    """Victims whose GPUs make `job` placeable, at the least lost work.
+
+    Node-centric: for every node of an allowed type, the cheapest victims on it that free enough
+    GPUs for one member of the job (cost = their lost work); then the `nodes` cheapest such nodes
+    of one type. The set is checked for placement (no futile preemption) and by the rule.
+    """
+    runs = candidates(p, job, rule)
+    shape = p.shape_of(job)
+    if not runs or not p.could_free(shape, job, runs):
+        return None
+    cands = cheapest(p, runs)
+    on_node: dict[int, list[tuple[float, str, RunView]]] = {}
+    for c in cands:
+        for i, _ in c[2].alloc:
+            on_node.setdefault(i, []).append(c)
+    index = p.s.index
+    best: tuple[float, int, list[RunView]] | None = None
+    for ty in shape.types if shape.types is not None else range(len(index.types)):
+        options: list[tuple[float, int, list[RunView]]] = []
+        nodes = {i for i in on_node if index.node_type[i] == ty and index.available[i]}
+        if shape.nodes > 1:  # a gang may also use nodes that already have room
+            nodes.update(i for i, _ in p.view.candidates(ty, shape.per_node, job.id))
+        if len(nodes) < shape.nodes:
+            continue
+        for i in sorted(nodes):
+            option = _cheapest_on_node(p, job, shape, i, on_node.get(i, ()))
+            if option is not None:
+                options.append(option)
+        if len(options) < shape.nodes:
+            continue
+        options.sort(key=lambda o: (o[0], o[1]))
+        chosen = options[: shape.nodes]
+        total = sum(o[0] for o in chosen)
+        victims: dict[str, RunView] = {}
+        for o in chosen:
+            for r in o[2]:
+                victims.setdefault(r.job.id, r)
+        if best is None or (total, ty) < (best[0], best[1]):
+            best = (total, ty, sorted(victims.values(), key=lambda r: r.job.id))
+    if best is None or not best[2]:
+        return None
+    victims_list = sorted(best[2], key=lambda r: (p.lost_of(r), r.job.id))
+    if not rule.accept(p, job, victims_list):
+        return None
+    freed: dict[int, int] = {}
+    for r in victims_list:
+        for i, g in r.alloc:
+            freed[i] = freed.get(i, 0) + g
+    alloc = fits_with(p.view, job.id, shape, freed)
+    if alloc is None:
+        return None
+    return victims_list, alloc, len(cands)
+
+
+def _cheapest_on_node(
+    p: _Pass, job: JobRequest, shape: Shape, node: int, on_it: Sequence[tuple[float, str, RunView]]
+) -> tuple[float, int, list[RunView]] | None:
+    """(lost work, node, victims): the cheapest candidates on one node that free room for one
+    member of the job (none needed when it has room already); None when they cannot."""
+    need = shape.per_node - p.view.avail(node, job.id)
+    if need <= 0:
+        return (0.0, node, [])
+    picked: list[RunView] = []
+    cost = 0.0
+    for lost, _, r in on_it:
+        picked.append(r)
+        cost += lost
+        need -= sum(g for n, g in r.alloc if n == node)
+        if need <= 0:
+            return (cost, node, picked)
+    return None
