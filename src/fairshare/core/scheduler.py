@@ -18,6 +18,7 @@ placeable (no futile preemption); a job never preempts the job that last preempt
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Sequence
@@ -256,7 +257,7 @@ class _Pass:
         rule = self.strategy.victims
         borrowing = rule.preempts
         if not borrowing and self.view.total_avail() <= 0:
-            return  # nothing can start and nothing may be preempted: skip building the order
+            return  # nothing can start and nothing may be preempted (explain: the rest is ordered later)
         order = self.strategy.order(s, self.handled, self.prio)
         while True:
             if not borrowing and self.view.total_avail() <= 0:
@@ -338,18 +339,69 @@ class _Pass:
                 return "reserved"
         return "fragmented"
 
+    # ------------------------------------------------------------------ order and why-pending
+    def explained(self) -> tuple[tuple[str, ...], dict[str, HoldReason]]:
+        """Every job pending at the snapshot in the strategy's order, and why each one that did
+        not start waits.
+
+        The order is the strategy's ranking of the whole queue as if each job started in turn
+        from the snapshot (its charge counted against its group, so the fair-share order moves
+        between groups as a pass with room for all would): submit order for fifo, label then
+        submit for priority-labels, priority for slurm-multifactor. Which of them start now
+        depends on capacity, and is the pass's. A job the pass held keeps its hold's reason; any
+        other is judged on the capacity the pass left (no_capacity, fragmented, reserved)."""
+        s = self.s
+        used = list(s.used)
+        prio = PassPriorities(s.debt, s.owed, used, s.entitlement, s.knobs.lookahead, s.tree.leaf_ancestors)
+        order = self.strategy.order(s, set(), prio)
+        ancestors = s.tree.leaf_ancestors
+        ranked: list[str] = []
+        while (nxt := order.next()) is not None:
+            qk, jid = nxt
+            ranked.append(jid)
+            order.started(qk)
+            job = s.pending.jobs[jid]
+            for a in ancestors[job.leaf]:
+                used[a] += job.charge
+            prio.changed(job.leaf)
+            order.used_changed(job.leaf)
+        started = {st.job for st in self.starts}
+        held = {h.job: h.reason for h in self.holds}
+        by_shape: dict[Shape, HoldReason] = {}
+        why: dict[str, HoldReason] = {}
+        for jid in ranked:
+            if jid in started:
+                continue
+            reason = held.get(jid)
+            if reason is None:
+                job = s.pending.jobs[jid]
+                shape = self.shape_of(job)
+                reason = by_shape.get(shape)
+                if reason is None:
+                    reason = by_shape[shape] = self._hold_reason(job, shape, False)
+            why[jid] = reason
+        return tuple(ranked), why
+
     def result(self) -> Decisions:
         return Decisions(tuple(self.preempts), tuple(self.starts), tuple(self.holds), self.reservation)
 
 
-def decide(snap: Snapshot, strategy: Strategy) -> Decisions:
-    """One scheduling pass on a snapshot. Pure: reads the snapshot, returns decisions."""
+def decide(snap: Snapshot, strategy: Strategy, explain: bool = False) -> Decisions:
+    """One scheduling pass on a snapshot. Pure: reads the snapshot, returns decisions.
+
+    With `explain`, the decisions also carry the whole pending queue in the strategy's order and
+    a hold reason for every pending job that does not start (a live driver's why-pending and the
+    Slurm driver's priorities); a replay does not ask and pays nothing for it."""
     p = _Pass(snap, strategy)
     p.forced()
     if strategy.deadline_reservation and snap.deadline_queue:
         p.deadlines()
     p.ordered()
-    return p.result()
+    d = p.result()
+    if explain:
+        order, why = p.explained()
+        d = dataclasses.replace(d, order=order, why_pending=why)
+    return d
 
 
 __all__ = ["deadline_due", "decide", "may_be_victim"]

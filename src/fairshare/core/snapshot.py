@@ -156,3 +156,7 @@ class Decisions:
     starts: tuple[Start, ...]
     holds: tuple[Hold, ...]
     reservation: tuple[str, tuple[int, ...]] | None = None  # (job, nodes held for it)
+    # when asked for (decide(..., explain=True)): every job pending at the snapshot in the
+    # strategy's order, and why each one that does not start waits
+    order: tuple[str, ...] = ()
+    why_pending: Mapping[str, HoldReason] = field(default_factory=dict)
