@@ -203,6 +203,18 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _forecast_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--forecast",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        metavar="N",
+        help="Forecast the start of about N jobs, sampled evenly, when they arrive, and report how far "
+        "the actual starts were (metrics.json 'forecast'; `explain` shows a job's). 0: off.",
+    )(f)
+
+
 def _window_options(
     jobs_window: str | None, round_gpus: bool, clip: str | None, rebase: bool, repeat: int = 1
 ) -> Any:
@@ -303,6 +315,7 @@ def _file_inputs(
     help=f"Comma-separated, from: {', '.join(STRATEGIES)}.",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
+@_forecast_option
 @click.option("--require-gates", is_flag=True, help="Exit 1 when a fairshare rollout gate fails.")
 def compare(
     scenario: str | None,
@@ -320,6 +333,7 @@ def compare(
     repeat: int,
     policies: str,
     out: Path,
+    forecast: int,
     require_gates: bool,
 ) -> None:
     """Replay the same arrivals under several policies; write outputs and report.html.
@@ -365,7 +379,7 @@ def compare(
         try:
             for folder, inputs in jobs:
                 with _progress(f"{inputs.name:<18}", len(inputs.jobs) * len(names)) as bar:
-                    comp = run_compare(inputs, names, folder, bar)
+                    comp = run_compare(inputs, names, folder, bar, forecast)
                 comparisons.append(comp)
                 click.echo(format_comparison(comp))
                 click.echo("")
@@ -405,6 +419,7 @@ def _echo_notes(notes: tuple[str, ...]) -> None:
     help=f"The scheduling policy to replay, one of: {', '.join(STRATEGIES)}.",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
+@_forecast_option
 def replay(
     trace: str | None,
     policy_path: Path | None,
@@ -419,6 +434,7 @@ def replay(
     repeat: int,
     policy_name: str,
     out: Path,
+    forecast: int,
 ) -> None:
     """Replay one policy (default fairshare) on a trace or workload; write OUT/<policy>/.
 
@@ -438,7 +454,7 @@ def replay(
         )
         _echo_notes(inputs.notes)
         with _progress(f"{inputs.name:<18}", len(inputs.jobs)) as bar:
-            comp = run_compare(inputs, names, out, bar)
+            comp = run_compare(inputs, names, out, bar, forecast)
     except InputError as exc:
         _fail(exc)
     click.echo(format_comparison(comp))

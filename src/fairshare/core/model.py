@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 TIME_EPS = 1e-9
 STALL_EPS = 1e-6
@@ -39,6 +39,9 @@ class Node:
     cpus: float
     mem_gb: float
     block: str
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        return self  # immutable: copies of an engine state share it
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +94,9 @@ class JobRequest:
     max_stall: float
     charge: float  # pending charge: lowest over the pools it may use
     seq: int  # position in submit order (ties broken by input order)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        return self  # immutable: copies of an engine state share it
 
     @property
     def per_node(self) -> int:

@@ -34,6 +34,9 @@ class RunView:
     protected_until: float
     hung_since: float | None = None  # reported to have stopped progressing then (None: not hung)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> RunView:
+        return self  # immutable: copies of an engine state share it
+
 
 @dataclass(slots=True)
 class JobState:

@@ -39,6 +39,9 @@ class TreeIndex:
         default_factory=dict, compare=False, repr=False
     )  # memo of sides(); the tree itself never changes
 
+    def __deepcopy__(self, memo: dict[int, object]) -> TreeIndex:
+        return self  # the tree never changes: copies of an engine state share it
+
     def sides(self, a: int, b: int) -> tuple[int, int]:
         """For two leaves a != b: the children of their lowest common ancestor on a's and b's side
         (two top-level groups when the LCA is the root)."""

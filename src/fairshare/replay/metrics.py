@@ -334,6 +334,20 @@ class MetricsRecorder:
         ]
         return metrics
 
+    def forecast_accuracy(self, forecasts: dict[str, float | None], every: int) -> dict[str, Any]:
+        """How far actual starts were from the starts forecast when the jobs arrived (docs/formats.md
+        "forecast"): per class and for all sampled jobs."""
+        by_class: dict[str, list[tuple[float | None, float | None]]] = {}
+        for jid, at in forecasts.items():
+            facts = self.jobs[jid]
+            by_class.setdefault(facts.cls, []).append((at, facts.first_start))
+        every_job = [x for c in sorted(by_class) for x in by_class[c]]
+        return {
+            "sampled_every": every,
+            "all": _forecast_errors(every_job),
+            "classes": {c: _forecast_errors(by_class[c]) for c in sorted(by_class)},
+        }
+
     def waits(self, horizon: float) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
         for j in self.jobs.values():
@@ -358,6 +372,26 @@ class MetricsRecorder:
             owed={self.tree.paths[g]: tuple(float(self.samples_owed[i][g]) for i in idx) for g in top},
             delivered={self.tree.paths[g]: tuple(float(self.samples_used[i][g]) for i in idx) for g in top},
         )
+
+
+FORECAST_CLOSE_S = 600.0  # a start within 10 minutes of its forecast counts as on time
+
+
+def _forecast_errors(pairs: list[tuple[float | None, float | None]]) -> dict[str, Any]:
+    """(forecast start, actual start) pairs -> error figures; error = actual − forecast."""
+    both = [a - f for f, a in pairs if f is not None and a is not None]
+    errors = np.abs(np.asarray(both)) if both else None
+    return {
+        "jobs": len(pairs),
+        "no_forecast": sum(1 for f, _ in pairs if f is None),
+        "not_started": sum(1 for _, a in pairs if a is None),
+        "abs_error_p50_s": float(np.percentile(errors, 50)) if errors is not None else None,
+        "abs_error_p90_s": float(np.percentile(errors, 90)) if errors is not None else None,
+        "error_p50_s": float(np.percentile(both, 50)) if both else None,
+        "within_10min_pct": (
+            100.0 * sum(1 for e in both if abs(e) <= FORECAST_CLOSE_S) / len(both) if both else None
+        ),
+    }
 
 
 def evaluate_gates(

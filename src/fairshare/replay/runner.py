@@ -204,9 +204,10 @@ def check_policies(names: Sequence[str]) -> list[str]:
 
 
 def run_strategy(
-    inputs: Inputs, strategy: str, progress: Callable[[int], None] | None = None
+    inputs: Inputs, strategy: str, progress: Callable[[int], None] | None = None, forecast: int = 0
 ) -> ReplayOutput:
-    """Replay the inputs under one named strategy (fairshare, fifo, ...)."""
+    """Replay the inputs under one named strategy (fairshare, fifo, ...); `forecast` > 0 also
+    measures the start forecast on about that many jobs (Simulator)."""
     sim = Simulator(
         inputs.policy,
         inputs.tree,
@@ -216,17 +217,22 @@ def run_strategy(
         scenario=inputs.name,
         where=inputs.policy_where,
         progress=progress,
+        forecast=forecast,
     )
     return sim.run()
 
 
 def compare(
-    inputs: Inputs, strategies: Sequence[str], out: Path | None, progress: Callable[[int], None] | None = None
+    inputs: Inputs,
+    strategies: Sequence[str],
+    out: Path | None,
+    progress: Callable[[int], None] | None = None,
+    forecast: int = 0,
 ) -> Comparison:
     """The same arrivals under each strategy; each replay's folder written to OUT/<strategy>."""
     results = []
     for name in strategies:
-        output = run_strategy(inputs, name, progress)
+        output = run_strategy(inputs, name, progress, forecast)
         folder = None
         if out is not None:
             folder = out / name

@@ -29,6 +29,7 @@ from ..core.snapshot import Preempt, Start
 from ..core.strategies import Strategy, get_strategy
 from ..core.tree import TreeIndex
 from ..engine.events import Event
+from ..engine.forecast import forecast_starts
 from ..engine.state import EngineSetup, EngineState
 from ..inputs.cluster import Cluster
 from ..inputs.policy import Policy, resolve_exceptions
@@ -117,7 +118,11 @@ class Simulator:
         where: str = "policy",
         progress: Callable[[int], None] | None = None,
         journal: list[Event] | None = None,
+        forecast: int = 0,
     ) -> None:
+        """`forecast` N > 0: forecast the start of about N jobs, sampled evenly in submit order,
+        when they arrive (after their arrival's pass, if still pending), and report the error
+        (metrics.json "forecast", decisions of kind "forecast"); `journal`: record the engine's."""
         self.policy, self.cluster, self.jobs = policy, cluster, list(jobs)
         self.strategy = (
             get_strategy(strategy, policy.scheduling.preemption) if isinstance(strategy, str) else strategy
@@ -144,6 +149,9 @@ class Simulator:
         self.finished = 0
         self.reported = 0  # finished jobs already told to `progress`
         self.end: float | None = 0.0 if not self.jobs else None  # no jobs: vacuously done at 0
+        self.forecast_every = -(-len(self.jobs) // forecast) if forecast > 0 else 0
+        self.arrived: list[str] = []  # sampled jobs that arrived at this instant
+        self.forecasts: dict[str, float | None] = {}  # sampled job -> forecast start (None: none)
         for job in self.jobs:
             self.push(job.submit, Rank.SUBMIT, Submit(job))
         for m in cluster.maintenance:
@@ -197,6 +205,8 @@ class Simulator:
         engine.settle()
         if engine.pass_due():
             self._pass()
+        if self.arrived:
+            self._forecast()
         if self.progress is not None and self.finished - self.reported >= 1000:
             self.progress(self.finished - self.reported)
             self.reported = self.finished
@@ -216,6 +226,8 @@ class Simulator:
             self.metrics.job_submitted(ev.job)
             self.emit(ev.job.submit_event())
             engine.submit(ev.job.request)
+            if self.forecast_every and ev.job.seq % self.forecast_every == 0:
+                self.arrived.append(ev.job.id)
         elif isinstance(ev, Drain):
             engine.drain(ev.nodes, ev.deadline)
             for i in ev.nodes:
@@ -235,6 +247,20 @@ class Simulator:
         for s in actions.starts:
             self._start(s)
         for record in actions.audit:
+            self.decisions.append(orjson.dumps(record, option=_ORJSON_OPTS).decode())
+
+    def _forecast(self) -> None:
+        """Forecast the start of the sampled jobs that arrived now and still wait."""
+        waiting = [j for j in self.arrived if j in self.engine.pending.jobs]
+        self.arrived = []
+        if not waiting:
+            return
+        starts = forecast_starts(self.engine, waiting)
+        t = self.engine.t
+        for jid in waiting:
+            at = starts.get(jid)
+            self.forecasts[jid] = at
+            record = {"t": t, "decision": "forecast", "job": jid, "start_at": at}
             self.decisions.append(orjson.dumps(record, option=_ORJSON_OPTS).decode())
 
     # ------------------------------------------------------------------ carrying out decisions
@@ -302,6 +328,8 @@ class Simulator:
             self.policy.gates,
             self.setup.exceptions,
         )
+        if self.forecast_every:
+            metrics["forecast"] = self.metrics.forecast_accuracy(self.forecasts, self.forecast_every)
         waits = {c: tuple(v) for c, v in self.metrics.waits(end).items()}
         result = ReplayResult(
             self.strategy.name,

@@ -81,12 +81,37 @@ def explain(folder: Path, job: str) -> str:
         elif e["type"] == "preempt":
             extra = f" ({e['reason']}, by {e['by']}, lost {e['lost_gpu_s'] / 3600:.2f} GPU-h)"
         lines.append(f"  t={e['t']:>12.1f}  {e['type']}{extra}")
+    lines.extend(_forecast(events, decisions, job))
     lines.append("decisions:")
     for d in decisions:
         who = "" if d.get("job") == job else f" (on {d['job']}, made for this job)"
         lines.append(f"  t={d['t']:>12.1f}  {d['decision']}{who}: {_fmt_evidence(d)}")
     lines.extend(_why_waited(events, [d for d in decisions if d.get("job") == job]))
     return "\n".join(lines)
+
+
+def _forecast(events: list[dict[str, Any]], decisions: list[dict[str, Any]], job: str) -> list[str]:
+    """The start forecast made when the job arrived (replays run with --forecast), and the actual."""
+    out = []
+    starts = [e["t"] for e in events if e["type"] == "start"]
+    for d in decisions:
+        if d.get("decision") != "forecast" or d.get("job") != job:
+            continue
+        made, at = d["t"], d.get("start_at")
+        actual = next((t for t in starts if t >= made), None)
+        said = f"start at t={at:.1f}" if at is not None else "no start in the run-forward"
+        if actual is None:
+            got = "it never started"
+        elif at is None:
+            got = f"it started at t={actual:.1f}"
+        else:
+            late = actual - at
+            when = (
+                "on time" if late == 0 else f"{fmt_duration(abs(late))} {'later' if late > 0 else 'earlier'}"
+            )
+            got = f"it started at t={actual:.1f} ({when})"
+        out.append(f"forecast at t={made:.1f}: {said}; {got}")
+    return out
 
 
 def _why_waited(events: list[dict[str, Any]], decisions: list[dict[str, Any]]) -> list[str]:

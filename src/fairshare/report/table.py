@@ -213,6 +213,26 @@ def _type_rows(results: Sequence[ReplayResult], row: Callable[[str, Cell], Row])
     return out
 
 
+def _forecast_rows(results: Sequence[ReplayResult], row: Callable[[str, Cell], Row]) -> list[Row]:
+    """Start forecasts (replays run with --forecast): how far the actual starts were, by class."""
+    if not any(dig(r.metrics, "forecast") for r in results):
+        return []
+    classes = sorted({c for r in results for c in dig(r.metrics, "forecast", "classes") or {}})
+    out = [Row("Start forecast at arrival: |actual − forecast| p50 / p90; within 10 min", heading=True)]
+    for label, keys in [("all", ("all",)), *((c, ("classes", c)) for c in classes)]:
+
+        def cell(m: Mapping[str, Any], keys: tuple[str, ...] = keys) -> str:
+            at = ("forecast", *keys)
+            pair = _pair(
+                fmt_duration(dig(m, *at, "abs_error_p50_s")), fmt_duration(dig(m, *at, "abs_error_p90_s"))
+            )
+            within = fmt_pct(dig(m, *at, "within_10min_pct"))
+            return NA if pair == NA else f"{pair}; {within} (n={fmt_int(dig(m, *at, 'jobs'))})"
+
+        out.append(row(label, cell))
+    return out
+
+
 def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
     """The comparison rows, one cell per result (policy), in a fixed order."""
     ms = [r.metrics for r in results]
@@ -247,6 +267,7 @@ def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
         row("deadlines met", _deadlines),
         row("longest wait", _at(fmt_duration, "starvation", "max_wait_s")),
         row("groups below share", _below),
+        *_forecast_rows(results, row),
     ]
     names = gate_names(results)
     if names:

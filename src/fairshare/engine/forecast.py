@@ -1,0 +1,74 @@
+"""Forecast: the next execution opportunity of pending jobs (DESIGN.md §4).
+
+The engine state is copied and run forward by the core with what the scheduler knows — each run
+ends at its start + overhead + estimate − progress kept; protected windows, timers, backoffs and
+the strategy's own preemptions as they would happen — and no new arrivals. The forecast start of
+a job is the instant that run-forward starts it. It is a lower bound when others arrive later, and
+it is wrong by as much as the estimates are; a replay measures its error against the actual start
+(fairshare.replay.sim, `forecast=`).
+
+A run that has outlived its estimate is assumed to end now; a hung run is left to the watchdog.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+from collections.abc import Collection
+
+from ..core.contract import checkpointed, remaining
+from ..core.scheduler import decide
+from .state import EngineState
+
+
+def forecast_starts(
+    engine: EngineState, jobs: Collection[str], horizon: float | None = None, max_passes: int = 100_000
+) -> dict[str, float]:
+    """Forecast start of each of `jobs` (pending in `engine`) that starts by `horizon` (default:
+    no limit) within `max_passes` scheduling passes. The engine itself is not changed."""
+    listener, journal = engine.listener, engine.journal
+    engine.listener = engine.journal = None
+    try:
+        e = copy.deepcopy(engine)
+    finally:
+        engine.listener, engine.journal = listener, journal
+    targets = {j for j in jobs if j in e.pending.jobs}
+    out: dict[str, float] = {}
+    ends: list[tuple[float, str, int]] = []  # (expected end, job, run number)
+    now = e.t
+    for jid, view in e.running.items():
+        end = view.t0 + view.overhead + view.job.estimate - view.kept
+        heapq.heappush(ends, (max(end, now), jid, e.states[jid].starts))
+    passes = 0
+    while targets and passes < max_passes:
+        t = ends[0][0] if ends else None
+        timer = e.next_time()
+        if t is None or (timer is not None and timer < t):
+            t = timer
+        if t is None or (horizon is not None and t > horizon):
+            break
+        e.begin(t)
+        while ends and ends[0][0] == t:
+            _, jid, run = heapq.heappop(ends)
+            if jid in e.running and e.states[jid].starts == run:
+                e.finished(jid)
+        e.settle()
+        if not e.pass_due():
+            continue
+        passes += 1
+        actions = e.apply(decide(e.snapshot(), e.strategy))
+        for p in actions.preempts:
+            view = e.running[p.job]
+            job = view.job
+            end = t if view.hung_since is None else min(t, view.hung_since)
+            saved = min(checkpointed(job, max(0.0, end - view.t0 - view.overhead)), job.estimate - view.kept)
+            e.preempted(p.job, p.reason, p.by, p.lost_gpu_s, view.kept + max(0.0, saved))
+        for s in actions.starts:
+            st = e.states[s.job]
+            need = remaining(e.pending.jobs[s.job], st.starts > 0, st.kept)
+            e.started(s.job, s.alloc, s.charge)
+            heapq.heappush(ends, (t + need, s.job, st.starts))
+            if s.job in targets:
+                targets.discard(s.job)
+                out[s.job] = t
+    return out
