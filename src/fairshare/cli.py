@@ -203,7 +203,15 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _forecast_option(f: Callable[..., Any]) -> Callable[..., Any]:
+def _estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """What the scheduler is told of run times: --overstate LOW:HIGH, and --forecast N."""
+    f = click.option(
+        "--overstate",
+        metavar="LOW:HIGH",
+        help="Declared run times (estimates, like Slurm time limits) are the true ones times a factor "
+        "drawn per job from LOW..HIGH (log-uniform; e.g. 2:10). Default: estimates as the workload "
+        "gives them (the true run time when absent).",
+    )(f)
     return click.option(
         "--forecast",
         type=click.IntRange(min=0),
@@ -213,6 +221,22 @@ def _forecast_option(f: Callable[..., Any]) -> Callable[..., Any]:
         help="Forecast the start of about N jobs, sampled evenly, when they arrive, and report how far "
         "the actual starts were (metrics.json 'forecast'; `explain` shows a job's). 0: off.",
     )(f)
+
+
+def _overstated(inputs: Inputs, overstate: str | None, seed: int) -> Inputs:
+    """The inputs with estimates overstated per --overstate LOW:HIGH (None: as they are)."""
+    if overstate is None:
+        return inputs
+    from .replay.runner import overstate_estimates
+
+    head, sep, tail = overstate.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        low, high = float(head), float(tail)
+    except ValueError:
+        raise InputError("--overstate", overstate, "expected LOW:HIGH factors, e.g. 2:10") from None
+    return overstate_estimates(inputs, low, high, seed)
 
 
 def _window_options(
@@ -315,7 +339,7 @@ def _file_inputs(
     help=f"Comma-separated, from: {', '.join(STRATEGIES)}.",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
-@_forecast_option
+@_estimate_options
 @click.option("--require-gates", is_flag=True, help="Exit 1 when a fairshare rollout gate fails.")
 def compare(
     scenario: str | None,
@@ -333,6 +357,7 @@ def compare(
     repeat: int,
     policies: str,
     out: Path,
+    overstate: str | None,
     forecast: int,
     require_gates: bool,
 ) -> None:
@@ -363,11 +388,12 @@ def compare(
                     raise InputError(
                         "--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})"
                     )
-                jobs.append((out / s, inputs_from_scenario(SCENARIOS[s](seed))))
+                jobs.append((out / s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), overstate, seed)))
         else:
             inputs = _file_inputs(
                 "compare", trace, policy_path, cluster, workload, workload_format, cluster_format, options
             )
+            inputs = _overstated(inputs, overstate, seed)
             _echo_notes(inputs.notes)
             jobs.append((out, inputs))
     except InputError as exc:
@@ -419,7 +445,7 @@ def _echo_notes(notes: tuple[str, ...]) -> None:
     help=f"The scheduling policy to replay, one of: {', '.join(STRATEGIES)}.",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
-@_forecast_option
+@_estimate_options
 def replay(
     trace: str | None,
     policy_path: Path | None,
@@ -434,6 +460,7 @@ def replay(
     repeat: int,
     policy_name: str,
     out: Path,
+    overstate: str | None,
     forecast: int,
 ) -> None:
     """Replay one policy (default fairshare) on a trace or workload; write OUT/<policy>/.
@@ -452,6 +479,7 @@ def replay(
         inputs = _file_inputs(
             "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options
         )
+        inputs = _overstated(inputs, overstate, 1)
         _echo_notes(inputs.notes)
         with _progress(f"{inputs.name:<18}", len(inputs.jobs)) as bar:
             comp = run_compare(inputs, names, out, bar, forecast)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -191,6 +194,25 @@ def inputs_from_scenario(data: ScenarioData) -> Inputs:
     jobs = jobs_from_dicts(data.jobs, policy, tree, cluster, where=f"{where}: workload")
     text = yaml.safe_dump(data.policy, sort_keys=False)
     return Inputs(data.name, data.description, policy, text, f"{where}: policy", tree, cluster, jobs)
+
+
+def overstate_estimates(inputs: Inputs, low: float, high: float, seed: int = 1) -> Inputs:
+    """The same inputs with every job's declared estimate set to its true run time times a factor
+    drawn log-uniformly from [low, high] (users overstate their time limits, 2-10x is common).
+    The factor of a job depends only on the seed and the job's id, so it is the same for every
+    strategy and whatever other jobs there are."""
+    if not (0 < low <= high) or not (math.isfinite(low) and math.isfinite(high)):
+        raise InputError("--overstate", f"{low:g}:{high:g}", "expected 0 < LOW <= HIGH, e.g. 2:10")
+    jobs = []
+    for job in inputs.jobs:
+        digest = hashlib.sha256(f"{seed}/{job.id}".encode()).digest()
+        u = int.from_bytes(digest[:8], "big") / 2**64
+        factor = low * (high / low) ** u
+        jobs.append(
+            dataclasses.replace(job, request=dataclasses.replace(job.request, estimate=job.work * factor))
+        )
+    note = f"estimates: every job's declared run time is its true run time x {low:g}-{high:g} (seed {seed})"
+    return dataclasses.replace(inputs, jobs=jobs, notes=(*inputs.notes, note))
 
 
 def check_policies(names: Sequence[str]) -> list[str]:
