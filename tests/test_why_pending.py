@@ -8,7 +8,8 @@ import copy
 import pytest
 
 from conftest import job, make_inputs, tiny_cluster, tiny_policy
-from fairshare.core import Decisions, decide
+from fairshare.core import Decisions, Snapshot, Strategy, decide
+from fairshare.core.fairness import PassPriorities
 from fairshare.core.model import LABEL_RANK
 from fairshare.engine.state import EngineState
 from fairshare.inputs.scenarios import SCENARIOS
@@ -100,3 +101,37 @@ def test_a_job_that_fits_in_total_but_not_on_one_node_is_fragmented() -> None:
     snap = engine.snapshot()
     assert sorted(snap.index.free) == [3, 3, 3]
     assert decide(snap, engine.strategy, explain=True).why_pending == {"big": "fragmented"}
+
+
+def _greedy_ranking(snap: Snapshot, strategy: Strategy) -> list[str]:
+    """The strategy's own pass order, each job started in turn: its charge counted against its
+    group (DebtOrder re-ranks), nothing ever failing."""
+    used = list(snap.used)
+    prio = PassPriorities(
+        snap.debt, snap.owed, used, snap.entitlement, snap.knobs.lookahead, snap.tree.leaf_ancestors
+    )
+    order = strategy.order(snap, set(), prio)
+    out: list[str] = []
+    while (nxt := order.next()) is not None:
+        qk, jid = nxt
+        out.append(jid)
+        order.started(qk)
+        job = snap.pending.jobs[jid]
+        for a in snap.tree.leaf_ancestors[job.leaf]:
+            used[a] += job.charge
+        prio.changed(job.leaf)
+        order.used_changed(job.leaf)
+    return out
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize(
+    ("scenario", "fraction"), [("label-inflation", 0.7), ("small-burst", 0.5), ("idle-return", 0.8)]
+)
+def test_the_whole_queue_ranking_equals_the_pass_order_run_to_the_end(
+    scenario: str, fraction: float, strategy: str
+) -> None:
+    engine = _mid_replay(scenario, strategy, fraction)
+    snap = engine.snapshot()
+    assert len(snap.pending) > 10
+    assert engine.strategy.rank(snap) == _greedy_ranking(snap, engine.strategy)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Sequence
+from itertools import accumulate, repeat
 
-from .fairness import PassPriorities, fair_tree_factors
+from .fairness import PassPriorities, fair_tree_factors, priority
 from .snapshot import PendingQueues, QueueKey, Snapshot
 
 
@@ -200,14 +201,8 @@ class DebtOrder:
                 self._kill_leaf(qk[0])
 
 
-def multifactor_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
-    """slurm-multifactor: Slurm's priority/multifactor with Fair Tree over decayed usage.
-
-        priority = weight_fairshare · FairTree(leaf) + weight_age · min(1, age / priority_max_age)
-
-    age = now − submit. Higher priority first; ties in submit order. Within one queue (one leaf,
-    one shape) the oldest job has the highest priority, so merging queue heads gives the order.
-    """
+def multifactor_key(snap: Snapshot) -> Callable[[QueueKey, int, str], tuple[float, ...]]:
+    """slurm-multifactor's sort key of a job (lower first); see multifactor_order."""
     sched = snap.knobs
     factors = fair_tree_factors(snap.tree.children, snap.tree.top, snap.tree.share, snap.decayed_usage)
     jobs = snap.pending.jobs
@@ -216,4 +211,78 @@ def multifactor_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
         age = min(1.0, max(0.0, snap.now - jobs[jid].submit) / sched.priority_max_age)
         return (-(sched.weight_fairshare * factors.get(qk[0], 0.0) + sched.weight_age * age), float(seq))
 
-    return MergedOrder(snap, skip, key)
+    return key
+
+
+def multifactor_order(snap: Snapshot, skip: set[str]) -> MergedOrder:
+    """slurm-multifactor: Slurm's priority/multifactor with Fair Tree over decayed usage.
+
+        priority = weight_fairshare · FairTree(leaf) + weight_age · min(1, age / priority_max_age)
+
+    age = now − submit. Higher priority first; ties in submit order. Within one queue (one leaf,
+    one shape) the oldest job has the highest priority, so merging queue heads gives the order.
+    """
+    return MergedOrder(snap, skip, multifactor_key(snap))
+
+
+# ---------------------------------------------------------------------- whole-queue rankings
+# The whole pending queue in a strategy's order as if each job started in turn (decide's
+# explain): the order a pass with room for every job would start them in.
+
+
+def _ranked(snap: Snapshot, key: Callable[[QueueKey, int, str], tuple[float, ...]]) -> list[str]:
+    """A static order (fifo, priority-labels, slurm-multifactor): every queued job by its key."""
+    entries = [(key(qk, seq, jid), jid) for qk, q in snap.pending.queues.items() for seq, jid in q]
+    entries.sort()
+    return [jid for _, jid in entries]
+
+
+def rank_submit(snap: Snapshot) -> list[str]:
+    return _ranked(snap, lambda qk, seq, jid: (seq,))
+
+
+def rank_labels(snap: Snapshot) -> list[str]:
+    return _ranked(snap, lambda qk, seq, jid: (qk[1], seq))
+
+
+def rank_multifactor(snap: Snapshot) -> list[str]:
+    return _ranked(snap, multifactor_key(snap))
+
+
+def rank_debt(snap: Snapshot) -> list[str]:
+    """DebtOrder's walk as if every job started in turn, computed as a merge.
+
+    A group's priority only falls as its usage grows (P is decreasing in U; fairness.py), so the
+    walk's greedy choice at each level — the live child with the highest priority now, policy
+    order on ties — interleaves the children's own orders exactly as a sort of all their jobs by
+    (−priority of the child just before that job, child's position, job's place in the child's
+    order) does. Leaves order their jobs by submit; each level sorts its children's jobs."""
+    tree, look = snap.tree, snap.knobs.lookahead
+    debt, owed, used, entitlement = snap.debt, snap.owed, snap.used, snap.entitlement
+    jobs = snap.pending.jobs
+    queues = snap.pending.queues
+    by_leaf = snap.pending.by_leaf
+
+    def stream(node: int) -> list[tuple[str, float]]:
+        children = tree.children[node] if node >= 0 else tree.top
+        if node >= 0 and not children:
+            mine = sorted(e for qk in by_leaf.get(node, ()) for e in queues[qk])
+            return [(jid, jobs[jid].charge) for _, jid in mine]
+        merged: list[tuple[float, int, int, tuple[str, float]]] = []
+        for pos, child in enumerate(children):
+            sub = stream(child)
+            if not sub:
+                continue
+            # the child's usage before each of its jobs, summed in the order the walk adds them
+            before = list(accumulate((c for _, c in sub[:-1]), initial=used[child]))
+            d, o, e = debt[child], owed[child], entitlement[child]
+            den = e + look * o
+            if den > 1e-9:  # priority() inlined (the same operations, so the same floats)
+                keys = [-((d + look * (o - u)) / den) for u in before]
+            else:
+                keys = [-priority(d, o, u, e, look) for u in before]
+            merged.extend(zip(keys, repeat(pos), range(len(sub)), sub, strict=False))
+        merged.sort()
+        return [m[3] for m in merged]
+
+    return [jid for jid, _ in stream(-1)]

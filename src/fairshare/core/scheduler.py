@@ -351,35 +351,22 @@ class _Pass:
         depends on capacity, and is the pass's. A job the pass held keeps its hold's reason; any
         other is judged on the capacity the pass left (no_capacity, fragmented, reserved)."""
         s = self.s
-        used = list(s.used)
-        prio = PassPriorities(s.debt, s.owed, used, s.entitlement, s.knobs.lookahead, s.tree.leaf_ancestors)
-        order = self.strategy.order(s, set(), prio)
-        ancestors = s.tree.leaf_ancestors
-        ranked: list[str] = []
-        while (nxt := order.next()) is not None:
-            qk, jid = nxt
-            ranked.append(jid)
-            order.started(qk)
-            job = s.pending.jobs[jid]
-            for a in ancestors[job.leaf]:
-                used[a] += job.charge
-            prio.changed(job.leaf)
-            order.used_changed(job.leaf)
+        ranked = self.strategy.rank(s)
         started = {st.job for st in self.starts}
         held = {h.job: h.reason for h in self.holds}
         by_shape: dict[Shape, HoldReason] = {}
         why: dict[str, HoldReason] = {}
-        for jid in ranked:
-            if jid in started:
-                continue
-            reason = held.get(jid)
-            if reason is None:
-                job = s.pending.jobs[jid]
-                shape = self.shape_of(job)
-                reason = by_shape.get(shape)
+        for (_, _, shape), queue in s.pending.queues.items():
+            reason = by_shape.get(shape)
+            for _, jid in queue:
+                if jid in started:
+                    continue
+                if jid in held:
+                    why[jid] = held[jid]
+                    continue
                 if reason is None:
-                    reason = by_shape[shape] = self._hold_reason(job, shape, False)
-            why[jid] = reason
+                    reason = by_shape[shape] = self._hold_reason(s.pending.jobs[jid], shape, False)
+                why[jid] = reason
         return tuple(ranked), why
 
     def result(self) -> Decisions:

@@ -27,7 +27,16 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from .fairness import PassPriorities
-from .ordering import DebtOrder, label_order, multifactor_order, submit_order
+from .ordering import (
+    DebtOrder,
+    label_order,
+    multifactor_order,
+    rank_debt,
+    rank_labels,
+    rank_multifactor,
+    rank_submit,
+    submit_order,
+)
 from .snapshot import QueueKey, Snapshot
 from .victims import NO_VICTIMS, RULES, NoVictims
 
@@ -46,6 +55,7 @@ OrderFactory = Callable[[Snapshot, set[str], PassPriorities], Order]  # prio: th
 class Strategy:
     name: str
     order: OrderFactory
+    rank: Callable[[Snapshot], list[str]]  # the whole queue as if each job started (decide's explain)
     victims: NoVictims  # the victim rule (fairshare.core.victims)
     watchdog: bool  # preempt hung jobs after max_stall (no_progress)
     deadline_reservation: bool
@@ -75,17 +85,25 @@ STRATEGIES: dict[str, Strategy] = {
     "fairshare": Strategy(
         "fairshare",
         _debt,
+        rank_debt,
         RULES["over_served"],
         watchdog=True,
         deadline_reservation=True,
         gang_reservation=True,
     ),
     "fifo": Strategy(
-        "fifo", _fifo, NO_VICTIMS, watchdog=True, deadline_reservation=False, gang_reservation=False
+        "fifo",
+        _fifo,
+        rank_submit,
+        NO_VICTIMS,
+        watchdog=True,
+        deadline_reservation=False,
+        gang_reservation=False,
     ),
     "priority-labels": Strategy(
         "priority-labels",
         _labels,
+        rank_labels,
         RULES["lower_label"],
         watchdog=True,
         deadline_reservation=False,
@@ -94,6 +112,7 @@ STRATEGIES: dict[str, Strategy] = {
     "slurm-multifactor": Strategy(
         "slurm-multifactor",
         _multifactor,
+        rank_multifactor,
         NO_VICTIMS,
         watchdog=True,
         deadline_reservation=False,

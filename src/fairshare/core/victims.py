@@ -50,6 +50,7 @@ class NoVictims:
     """Never preempts for ordering (fifo, slurm-multifactor; fairshare with preemption: none)."""
 
     name = "none"
+    filters_runs = False  # whether `admits` can refuse a run (else it is not asked)
     preempts = False
     reason: PreemptReason = "fair_share"  # never used
     budgeted = True
@@ -95,6 +96,7 @@ class LowerLabel(AnyPastProtection):
     """priority-labels: a job may take a run of a lower label, its own group's included (`label`)."""
 
     name = "lower_label"
+    filters_runs = True
     reason: PreemptReason = "label"
     budgeted = True
 
@@ -207,22 +209,24 @@ def candidates(p: _Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
     """Runs the rule allows `job` to preempt now (unordered: see `cheapest`)."""
     s = p.s
     out: list[RunView] = []
-    my_state = s.states[job.id]
+    back = s.states[job.id].preempted_by  # never preempt back the job that preempted this one
     allowed = set(job.gpu_types) if job.gpu_types is not None else None
+    now, gone, nodes, filters = s.now, p.gone, s.index.nodes, rule.filters_runs
     for leaf, runs in s.running_by_leaf.items():
         cap = rule.leaf_cap(p, job, leaf)
         if cap is None:
             continue
         for r in runs.values():
-            if r.charge > cap or r.job.gpus == 0:
-                continue  # too large to take, or holds no GPU (CPU-only: freeing it helps nobody)
-            if r.job.id in p.gone or s.now < r.protected_until - EPS:
+            if r.charge > cap:
+                continue  # too large to take
+            rj = r.job
+            if rj.gpus == 0 or now < r.protected_until - EPS:
+                continue  # holds no GPU (CPU-only: freeing it helps nobody), or protected
+            if rj.id in gone or rj.id == back:
                 continue
-            if my_state.preempted_by == r.job.id:
-                continue  # never preempt back the job that preempted this one
-            if not rule.admits(job, r):
+            if filters and not rule.admits(job, r):
                 continue
-            if allowed is not None and s.index.nodes[r.alloc[0][0]].gpu_type not in allowed:
+            if allowed is not None and nodes[r.alloc[0][0]].gpu_type not in allowed:
                 continue
             out.append(r)
     return out
@@ -230,30 +234,38 @@ def candidates(p: _Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
 
 def cheapest(p: _Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
     """The candidates a search considers: least lost work first, at most max_victim_candidates."""
-    out = [(p.lost_of(r), r.job.id, r) for r in runs]
-    out.sort(key=lambda c: (c[0], c[1]))
+    cache, out = p.lost, []
+    for r in runs:
+        lost = cache.get(r.job.id)
+        out.append((p.lost_of(r) if lost is None else lost, r.job.id, r))
+    out.sort()  # by lost work, then job id (unique: the run itself is never compared)
     return out[: p.strategy.max_victim_candidates]
 
 
 def could_free(p: _Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
     """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
     `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
-    before the lost work of each candidate is computed (most searches fail here)."""
+    before the lost work of each candidate is computed (most searches fail here). Freeable GPUs
+    only grow as candidates are added, so it stops at the first type with enough nodes."""
+    index, view = p.s.index, p.view
+    need, per = shape.nodes, shape.per_node
+    ok: dict[int, set[int]] = {}
+    for ty in shape.types if shape.types is not None else range(len(index.types)):
+        # a gang may also use nodes that already have room
+        ok[ty] = {i for i, _ in view.candidates(ty, per, job.id)} if need > 1 else set()
+        if len(ok[ty]) >= need:
+            return True
     freeable: dict[int, int] = {}
     for r in runs:
         for i, g in r.alloc:
-            freeable[i] = freeable.get(i, 0) + g
-    index, view = p.s.index, p.view
-    for ty in shape.types if shape.types is not None else range(len(index.types)):
-        ok = {
-            i
-            for i, g in freeable.items()
-            if index.node_type[i] == ty and index.available[i] and view.avail(i, job.id) + g >= shape.per_node
-        }
-        if shape.nodes > 1:
-            ok.update(i for i, _ in view.candidates(ty, shape.per_node, job.id))
-        if len(ok) >= shape.nodes:
-            return True
+            f = freeable[i] = freeable.get(i, 0) + g
+            got = ok.get(index.node_type[i])
+            if got is None or i in got or not index.available[i]:
+                continue
+            if view.avail(i, job.id) + f >= per:
+                got.add(i)
+                if len(got) >= need:
+                    return True
     return False
 
 
