@@ -98,6 +98,15 @@ def test_journal_keeps_order_and_payload_bytes(store: Store) -> None:
         assert [e.kind for e in journal.events(tx, kind="start")] == ["start"]
 
 
+def test_a_keyed_observation_is_journaled_once(store: Store) -> None:
+    seen = JournalEvent(9.0, "finish", {"job": "a"}, key="finish:a:0")
+    first = store.commit(events=[JournalEvent(1.0, "submit", {"job": "a"}), seen])
+    again = store.commit(events=[seen, JournalEvent(9.0, "finish", {"job": "b"}, key="finish:b:0"), seen])
+    assert first.events[1] is not None and again.events[0] is None and again.events[2] is None
+    with store.read() as tx:
+        assert [e.payload["job"] for e in journal.events(tx, kind="finish")] == ["a", "b"]
+
+
 def test_journal_pages_through_many_events(store: Store) -> None:
     n = journal.PAGE + 5
     store.commit(events=[JournalEvent(float(i), "tick", {"i": i}) for i in range(n)])
@@ -112,6 +121,7 @@ def test_journal_pages_through_many_events(store: Store) -> None:
         (JournalEvent(1.0, "", {}), "kind"),
         (JournalEvent(1.0, "x", {"bad": math.inf}), "payload"),
         (JournalEvent(1.0, "x", {"bad": {1, 2}}), "payload"),
+        (JournalEvent(1.0, "x", {}, key=""), "key"),
     ],
 )
 def test_bad_journal_events_are_refused_by_field(store: Store, event: JournalEvent, field: str) -> None:

@@ -1,9 +1,12 @@
 """The engine's event journal (append-only) and the usage ledger as intervals.
 
 Journal: the engine's recorded events in order, each stored as (seq, t, kind, payload JSON text);
-`EngineState.rebuild` will read them back. Usage: one interval per charged run, (job, leaf, charge
-rate, from, to); `to` is None while the run is still charged. Recording is idempotent: observing the
-same run again changes nothing, a longer observation extends it, a conflicting one is refused.
+`EngineState.rebuild` will read them back. An event observed from the cluster may carry a key (e.g.
+`finish:<job>:<run start>`): the same key again is not journaled twice.
+
+Usage: one interval per charged run, (job, leaf, charge rate, from, to); `to` is None while the run
+is still charged. Recording is idempotent: observing the same run again changes nothing, a longer
+observation extends it, a conflicting one is refused.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ PAGE = 2000
 
 @dataclass(frozen=True)
 class JournalEvent:
-    """An event to journal: `payload` is the engine event's `as_json()` (key order kept)."""
+    """An event to journal: `payload` is the engine event's `as_json()` (key order kept); `key`
+    identifies an observation, so that observing it again journals nothing."""
 
     t: float
     kind: str
     payload: Mapping[str, Any]
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,21 +47,30 @@ class StoredEvent:
     text: str  # the payload exactly as stored
 
 
-def append_events(tx: Tx, events: Iterable[JournalEvent]) -> list[int]:
-    """Append events in order; returns their seqs."""
-    seqs = []
+def append_events(tx: Tx, events: Iterable[JournalEvent]) -> list[int | None]:
+    """Append events in order; returns their seqs, None for an event whose key is journaled already
+    (the caller must not apply it again)."""
+    seqs: list[int | None] = []
+    j = schema.journal.c
     for i, ev in enumerate(events):
         where = f"journal event [{i}]"
         if not (isinstance(ev.t, int | float) and math.isfinite(ev.t)):
             raise InputError(where, "t", f"expected a finite number of seconds, got {ev.t!r}")
         if not ev.kind or not isinstance(ev.kind, str):
             raise InputError(where, "kind", f"expected a non-empty text, got {ev.kind!r}")
+        if ev.key is not None and (not isinstance(ev.key, str) or not ev.key):
+            raise InputError(where, "key", f"expected a non-empty text or none, got {ev.key!r}")
         try:
             text = json.dumps(ev.payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InputError(where, "payload", f"not storable as JSON: {exc}") from None
-        res = tx.conn.execute(schema.journal.insert().values(t=float(ev.t), kind=ev.kind, payload=text))
-        seqs.append(int(new_id(res)))
+        if ev.key is not None and tx.conn.execute(select(j.seq).where(j.key == ev.key)).first() is not None:
+            seqs.append(None)
+            continue
+        res = tx.conn.execute(
+            schema.journal.insert().values(t=float(ev.t), kind=ev.kind, payload=text, key=ev.key)
+        )
+        seqs.append(new_id(res))
     return seqs
 
 

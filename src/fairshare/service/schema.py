@@ -97,7 +97,8 @@ audit_head = Table(
     Column("hash", Text, nullable=False),
 )
 
-# The engine's event journal (append-only): kind is the event type, payload its `as_json()` text.
+# The engine's event journal (append-only): kind is the event type, payload its `as_json()` text;
+# `key` (optional) names an observation so that the same observation is journaled once.
 journal = Table(
     "journal",
     metadata,
@@ -105,6 +106,8 @@ journal = Table(
     Column("t", Float, nullable=False),
     Column("kind", Text, nullable=False),
     Column("payload", Text, nullable=False),
+    Column("key", Text, nullable=True),
+    UniqueConstraint("key", name="uq_journal_key"),
 )
 
 # Charged usage as intervals; t_to is NULL while the run is still charged. One row per run

@@ -26,9 +26,10 @@ from .timefmt import Clock
 
 @dataclass(frozen=True)
 class Committed:
-    """What one `commit` stored: the journal seqs, the audit records, each usage outcome."""
+    """What one `commit` stored: the journal seqs (None: a keyed event journaled before), the audit
+    records, each usage outcome."""
 
-    events: list[int]
+    events: list[int | None]
     audit: list[StoredRecord]
     usage: list[Outcome]
 

@@ -88,6 +88,8 @@ def upgrade() -> None:
         sa.Column("t", sa.Float, nullable=False),
         sa.Column("kind", sa.Text, nullable=False),
         sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("key", sa.Text, nullable=True),
+        sa.UniqueConstraint("key", name="uq_journal_key"),
     )
     op.create_table(
         "usage",
