@@ -187,6 +187,9 @@ def test_policy_versions_are_validated_stored_and_audited(api: Api) -> None:
     assert yaml.json()["changed"] is True and yaml.json()["policy"]["version"] == 2
     stale = api.put("admin", "/api/policy", json={"text": POLICY}, headers={"If-Match": etag})
     assert stale.status_code == 409 and "changed meanwhile" in stale.json()["message"]
+    assert (
+        api.put("admin", "/api/policy", json={"text": POLICY}, headers={"If-Match": "*"}).status_code == 200
+    )
     fresh = api.get("viewer", "/api/policy").headers["etag"]
     assert (
         api.put("admin", "/api/policy", json={"text": POLICY}, headers={"If-Match": fresh}).status_code == 200

@@ -244,6 +244,16 @@ def test_export_is_the_replays_decisions_and_explain_reads_it(
     assert shown.exit_code == 0 and "why it waited:" in shown.output
 
 
+def test_export_to_an_unwritable_place_exits_2(store: Store, db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    res = CliRunner().invoke(
+        main,
+        obj={"clock": Clock()},
+        args=["audit", "export", "--db", db_url, "--out", str(tmp_path / "file")],
+    )
+    assert res.exit_code == 2 and "cannot write" in res.stderr
+
+
 def test_export_refuses_a_broken_chain_unless_told(store: Store, db_url: str, tmp_path: Path) -> None:
     _fill(store)
     _tamper(store, "DELETE FROM audit WHERE seq = 2")

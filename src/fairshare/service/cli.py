@@ -230,7 +230,10 @@ def audit_export(db: str, out: Path, no_verify: bool) -> None:
                     err=True,
                 )
                 sys.exit(1)
-        done = export(tx, out, verdict)
+        try:
+            done = export(tx, out, verdict)
+        except OSError as exc:
+            _fail(f"--out {out}: cannot write: {exc.strerror or exc}")
     state = "verified" if verdict is not None else "not verified"
     click.echo(f"wrote {out}: {done.decisions} decisions ({state}), {done.events} events")
 

@@ -120,12 +120,12 @@ def put_policy(
     """Validate and store `text` as the next version (audited). Returns (version, warnings, changed).
 
     The same text as the current version stores nothing. `base_sha`: refuse unless the current
-    version has this sha256 (optimistic concurrency: If-Match).
+    version has this sha256 (optimistic concurrency: If-Match; `*`: unless there is no version yet).
     """
     _, warnings = parse_policy(text, tx.now)
     audit.head(tx, lock=True)  # serializes policy changes with every other audited write
     cur = current_policy(tx)
-    if base_sha is not None and (cur is None or cur.sha256 != base_sha):
+    if base_sha is not None and (cur is None or base_sha not in ("*", cur.sha256)):
         raise Conflict(
             f"the policy changed meanwhile: current version is "
             f"{'none' if cur is None else f'{cur.version} ({cur.sha256})'}, not {base_sha}; reload and "

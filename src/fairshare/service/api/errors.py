@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -103,6 +104,11 @@ def install(app: FastAPI) -> None:
     async def _unavailable(_: Request, exc: OperationalError) -> JSONResponse:
         log.error("database error: %s", exc.orig)
         return JSONResponse(error_body("unavailable", "the database is unavailable; try again"), 503)
+
+    @app.exception_handler(PoolTimeout)
+    async def _busy(_: Request, exc: PoolTimeout) -> JSONResponse:
+        log.error("no database connection free: %s", exc)
+        return JSONResponse(error_body("unavailable", "the database is busy; try again"), 503)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
