@@ -76,11 +76,12 @@ class PgServer:
     def admin_url(self) -> str:
         return self.base.replace("postgresql+psycopg", "postgresql", 1) + "/postgres"
 
-    def create_database(self) -> str:
+    def create_database(self, migrated: bool = True) -> str:
+        """A new database: a copy of the migrated template, or (migrated=False) an empty one."""
         import psycopg
 
         name = f"t_{uuid.uuid4().hex[:16]}"
-        like = f" TEMPLATE {self.template}" if self.template else ""
+        like = f" TEMPLATE {self.template}" if self.template and migrated else ""
         with psycopg.connect(self.admin_url(), autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}{like}")
         return name

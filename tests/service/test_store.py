@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +25,7 @@ from fairshare.service.errors import Conflict, SchemaTooNew
 from fairshare.service.journal import Interval, JournalEvent
 from fairshare.service.store import Store
 
-from .conftest import Clock
+from .conftest import Clock, PgServer
 
 
 def test_migrated_schema_matches_the_tables(store: Store) -> None:
@@ -268,3 +273,70 @@ def test_concurrent_appends_keep_one_chain(store: Store) -> None:
     with store.read(snapshot=True) as tx:
         v = audit.verify(tx)
     assert v.ok and v.records == 45
+
+
+WRITER = """
+import sys, time
+from fairshare.service.audit import AuditRecord
+from fairshare.service.journal import Interval, JournalEvent
+from fairshare.service.store import Store
+store = Store.open(sys.argv[1], time.time)
+for k in range(1000):
+    store.commit(
+        events=[JournalEvent(float(k), "tick", {"k": k, "i": i}) for i in range(100)],
+        audit_records=[AuditRecord(float(k), "hold", f"job-{k}-{i}", {"reason": "x"}) for i in range(100)],
+        usage=[Interval(f"job-{k}", "ops", 1.0, float(k), float(k) + 0.5)],
+    )
+    print(k, flush=True)
+"""
+
+
+def test_a_killed_writer_leaves_whole_transactions_only(db_url: str, store: Store) -> None:
+    """kill -9 in the middle of a stream of large commits: every commit is there whole or not at all,
+    and the audit chain verifies."""
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, db_url], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for _ in range(3):
+        assert proc.stdout.readline(), "the writer died before committing"
+    time.sleep(0.05)  # land somewhere inside a later transaction
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    with store.read(snapshot=True) as tx:
+        events = list(journal.events(tx))
+        runs = journal.usage_between(tx, -1.0, 1e9)
+        records = audit.count(tx)
+        verdict = audit.verify(tx)
+    commits = len(runs)
+    assert commits >= 3
+    assert len(events) == records == 100 * commits
+    assert [e.payload["k"] for e in events] == [k for k in range(commits) for _ in range(100)]
+    assert verdict.ok and verdict.records == records
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def test_processes_opening_a_new_database_together_migrate_it_once(
+    backend: str, clock: Clock, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'new.db'}"
+    else:
+        server: PgServer = request.getfixturevalue("pg_server")
+        name = server.create_database(migrated=False)
+        request.addfinalizer(lambda: server.drop_database(name))
+        url = server.url(name)
+    revisions: list[str] = []
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            with Store.open(url, clock) as s:
+                revisions.append(s.revision)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == [] and revisions == ["0001"] * 4
