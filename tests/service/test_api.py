@@ -358,7 +358,8 @@ def test_bad_bodies_get_4xx_with_the_field(api: Api) -> None:
             422,
             "group: Input should be a valid string",
         ),
-        (b"[1, 2]", "application/json", 422, "body"),
+        (b"[1, 2]", "application/json", 422, "the body must be a JSON object"),
+        (b"", "application/json", 422, "a JSON body is required"),
         (b"x" * (65 * 1024), "application/json", 413, "larger than the limit"),
     ]
     for body, ctype, status, text in cases:

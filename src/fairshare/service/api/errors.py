@@ -56,6 +56,10 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
 
 def _validation_message(err: dict[str, Any], field: str) -> str:
     kind = err.get("type", "")
+    if field == "body" and kind == "missing":
+        return "a JSON body is required (Content-Type: application/json)"
+    if field == "body" and kind in ("model_attributes_type", "dict_type", "model_type"):
+        return "the body must be a JSON object (Content-Type: application/json)"
     if kind == "extra_forbidden":
         return f"unknown field {field!r}"
     if kind == "missing":
