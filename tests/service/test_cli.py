@@ -138,6 +138,14 @@ def test_review_lists_nodes_past_review_and_expiring_exceptions(policy_store: St
     assert data["exceptions_expiring"] == []
 
 
+def test_reading_commands_do_not_create_a_missing_sqlite_file(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    for args in (["audit", "verify"], ["review"], ["token", "list"], ["policy", "show"]):
+        code, _, err = run(*args, "--db", str(missing))
+        assert code == 2 and "no such database file" in err, args
+    assert not missing.exists()
+
+
 def test_bad_database_exits_2_with_a_message() -> None:
     code, _, err = run("review", "--db", "mysql://u:pw@h/db")
     assert code == 2 and "unsupported database 'mysql'" in err and "pw" not in err

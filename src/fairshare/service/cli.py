@@ -36,8 +36,9 @@ def _actor() -> str:
 
 
 @contextmanager
-def _store(db: str) -> Iterator[Store]:
-    """Open the store; bad input or a refused operation exits 2 with a message, never a traceback."""
+def _store(db: str, must_exist: bool = False) -> Iterator[Store]:
+    """Open the store; bad input or a refused operation exits 2 with a message, never a traceback.
+    `must_exist`: a command that only reads does not create a missing SQLite file."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from ..errors import InputError
@@ -48,7 +49,7 @@ def _store(db: str) -> Iterator[Store]:
     obj = ctx.find_root().obj if ctx is not None else None
     clock = obj.get("clock", time.time) if isinstance(obj, dict) else time.time
     try:
-        with Store.open(db, clock) as store:
+        with Store.open(db, clock, must_exist=must_exist) as store:
             yield store
     except InputError as exc:
         _fail(str(exc))
@@ -115,7 +116,7 @@ def token_list(db: str) -> None:
     from . import tokens
     from .timefmt import iso
 
-    with _store(db) as store, store.read() as tx:
+    with _store(db, must_exist=True) as store, store.read() as tx:
         rows = tokens.list_tokens(tx)
         now = tx.now
     for t in rows:
@@ -174,7 +175,7 @@ def policy_show(db: str, number: int | None, history: bool) -> None:
     from . import portfolio
     from .timefmt import iso
 
-    with _store(db) as store, store.read() as tx:
+    with _store(db, must_exist=True) as store, store.read() as tx:
         if history:
             for v in portfolio.policy_history(tx):
                 note = f"  {v.note}" if v.note else ""
@@ -197,7 +198,7 @@ def audit_verify(db: str) -> None:
     """Recompute the hash chain; exit 1 naming the first record that does not match."""
     from . import audit
 
-    with _store(db) as store, store.read(snapshot=True) as tx:
+    with _store(db, must_exist=True) as store, store.read(snapshot=True) as tx:
         v = audit.verify(tx)
     if v.ok:
         click.echo(f"audit chain ok: {v.records} records, head {v.head_seq} {v.head_hash}")
@@ -219,7 +220,7 @@ def audit_export(db: str, out: Path, no_verify: bool) -> None:
     from . import audit
     from .export import export
 
-    with _store(db) as store, store.read(snapshot=True) as tx:
+    with _store(db, must_exist=True) as store, store.read(snapshot=True) as tx:
         verdict = None
         if not no_verify:
             verdict = audit.verify(tx)
@@ -247,7 +248,7 @@ def review_cmd(db: str, days: float, as_json: bool) -> None:
     from . import portfolio, tokens
     from .review import review, review_text
 
-    with _store(db) as store, store.read() as tx:
+    with _store(db, must_exist=True) as store, store.read() as tx:
         r = review(
             portfolio.current_policy(tx),
             portfolio.list_exceptions(tx, "active"),

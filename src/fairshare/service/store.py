@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
+from ..errors import InputError
 from . import audit, journal
 from .audit import AuditRecord, StoredRecord
 from .db import Tx, make_engine, migrate, parse_url, transaction
@@ -41,9 +43,22 @@ class Store:
         self.revision = ""
 
     @classmethod
-    def open(cls, url: str | URL, clock: Clock, *, run_migrations: bool = True) -> Store:
-        """Connect and bring the schema up to date (a database newer than this code is refused)."""
+    def open(
+        cls, url: str | URL, clock: Clock, *, run_migrations: bool = True, must_exist: bool = False
+    ) -> Store:
+        """Connect and bring the schema up to date (a database newer than this code is refused).
+
+        `must_exist`: refuse an SQLite file that does not exist yet instead of creating it (for
+        commands that only read: a mistyped path should not verify as an empty database).
+        """
         parsed = parse_url(url) if isinstance(url, str) else url
+        if must_exist and parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").exists():
+            raise InputError(
+                "--db",
+                str(parsed.database),
+                "no such database file (it is created by a command that writes, e.g. fairshare "
+                "policy push or fairshare token create)",
+            )
         store = cls(make_engine(parsed), clock)
         if run_migrations:
             try:
