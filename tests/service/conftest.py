@@ -135,7 +135,8 @@ def _free_port() -> int:
 
 def _start(pg_bin: Path) -> PgServer:
     as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    tmp = Path(tempfile.mkdtemp(prefix="fairshare-pg-"))
+    # as root the server runs as postgres, which must reach the folder: /tmp, whatever TMPDIR says
+    tmp = Path(tempfile.mkdtemp(prefix="fairshare-pg-", dir="/tmp" if as_pg else None))
     if as_pg:
         shutil.chown(tmp, "postgres", "postgres")
 
