@@ -18,6 +18,7 @@ from .errors import InputError
 from .inputs._validation import load_yaml, validate
 from .inputs.policy import Policy
 from .replay.results import Comparison
+from .service.cli import register as register_service_commands
 
 if TYPE_CHECKING:
     from .replay.runner import Inputs
@@ -509,6 +510,8 @@ def explain(out: Path, job: str) -> None:
         _fail(exc)
     click.echo("\n\n".join(texts))
 
+
+register_service_commands(main)  # token, policy, audit, review (docs/service.md)
 
 if __name__ == "__main__":
     main()

@@ -209,6 +209,11 @@ def load_yaml(path: Path) -> Any:
         raise InputError(where, "", f"not UTF-8 text (bad byte at offset {exc.start})") from None
     except OSError as exc:
         raise InputError(where, "", f"cannot read: {exc.strerror or exc}") from None
+    return parse_yaml(text, where)
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """A YAML mapping from text (e.g. a policy sent to the service); errors name `where` and the line."""
     try:
         data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
@@ -218,6 +223,8 @@ def load_yaml(path: Path) -> Any:
         context = getattr(exc, "context", None)
         detail = f"{problem} ({context})" if context and "duplicate key" not in problem else problem
         raise InputError(where, at, f"not valid YAML: {detail}") from None
+    except RecursionError:
+        raise InputError(where, "", "not valid YAML: nested too deeply") from None
     if data is None:
         raise InputError(where, "", "the file is empty: expected a mapping of keys (see FORMATS.md)")
     if not isinstance(data, dict):

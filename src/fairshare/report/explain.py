@@ -32,7 +32,8 @@ def replay_folders(out: Path) -> list[Path]:
 
 
 def _fmt_evidence(d: dict[str, Any]) -> str:
-    skip = {"t", "decision", "job"}
+    # seq and policy_version: the chain fields of a live service's `audit export`
+    skip = {"t", "decision", "job", "seq", "policy_version"}
     parts = []
     for k, v in d.items():
         if k in skip:

@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI): `create_app(store)`; OpenAPI at /openapi.json, interactive docs at /docs."""

@@ -1,0 +1,57 @@
+"""Health, the caller's identity, the review list and (admin) audit verification."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from .. import audit, portfolio, tokens
+from ..review import review
+from ..roles import require_admin
+from .deps import Caller, StoreDep
+from .models import VerifyOut, WhoAmI
+
+router = APIRouter()
+
+
+@router.get("/healthz", tags=["meta"], summary="Liveness: the database answers (no token needed)")
+def healthz(store: StoreDep) -> dict[str, Any]:
+    with store.read() as tx:
+        seq, _ = audit.head(tx)
+    return {"ok": True, "backend": store.backend, "schema": store.revision, "audit_records": seq}
+
+
+@router.get("/api/whoami", response_model=WhoAmI, tags=["meta"], summary="The caller's token")
+def whoami(caller: Caller) -> WhoAmI:
+    return WhoAmI(token=caller.token_id, name=caller.name, role=caller.role, node=caller.node)
+
+
+@router.get("/api/review", tags=["policy"], summary="Nodes past review, exceptions expiring soon")
+def review_(store: StoreDep, _: Caller, days: Annotated[float, Query(ge=0, le=3650)] = 7.0) -> dict[str, Any]:
+    with store.read() as tx:
+        r = review(
+            portfolio.current_policy(tx),
+            portfolio.list_exceptions(tx, "active"),
+            tokens.list_tokens(tx),
+            tx.now,
+            days,
+        )
+    return r.as_json()
+
+
+@router.get(
+    "/api/audit/verify", response_model=VerifyOut, tags=["decisions"], summary="Verify the chain (admin)"
+)
+def verify(store: StoreDep, caller: Caller) -> VerifyOut:
+    require_admin(caller, "verifying the audit chain")
+    with store.read(snapshot=True) as tx:
+        v = audit.verify(tx)
+    return VerifyOut(
+        ok=v.ok,
+        records=v.records,
+        head_seq=v.head_seq,
+        head_hash=v.head_hash,
+        bad_seq=v.bad_seq,
+        reason=v.reason,
+    )
