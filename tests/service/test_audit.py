@@ -15,7 +15,7 @@ from conftest import job, make_inputs, tiny_cluster, tiny_policy
 from fairshare.cli import main
 from fairshare.errors import InputError
 from fairshare.replay.outputs import write_replay
-from fairshare.replay.runner import run_policy
+from fairshare.replay.runner import run_strategy
 from fairshare.report.explain import explain
 from fairshare.service import audit
 from fairshare.service.audit import AuditRecord, canonical
@@ -204,7 +204,7 @@ def _replayed(tmp_path: Path) -> tuple[Path, list[str], list[str]]:
         job("a-2", 4000, "a", "debug", 1, 300),
     ]
     inputs = make_inputs(policy, cluster, jobs)
-    out = run_policy(inputs, "fairshare")
+    out = run_strategy(inputs, "fairshare")
     folder = tmp_path / "replay"
     write_replay(folder, inputs.cluster, inputs.policy_text, out)
     return folder, out.events, out.decisions

@@ -30,6 +30,7 @@ def checkpointed(job: JobRequest, progress: float) -> float:
     """Progress of a run saved by its last checkpoint (0 for a non-resumable job)."""
     if not job.resumable or job.checkpoint <= 0:
         return 0.0
+    # a run exactly at a checkpoint (up to float error) has saved it
     return math.floor(progress / job.checkpoint + 1e-9) * job.checkpoint
 
 

@@ -28,14 +28,16 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from .model import TIME_EPS as EPS
+
 
 def priority(debt: float, owed_rate: float, used_rate: float, entitlement: float, lookahead: float) -> float:
     num = debt + lookahead * (owed_rate - used_rate)
     den = entitlement + lookahead * owed_rate
-    if den <= 1e-9:
-        if num > 1e-9:
+    if den <= EPS:
+        if num > EPS:
             return math.inf
-        return -math.inf if num < -1e-9 else 0.0
+        return -math.inf if num < -EPS else 0.0
     return num / den
 
 
@@ -75,8 +77,8 @@ class PassPriorities:
 
 
 def service_ratio(used_rate: float, owed_rate: float) -> float:
-    if owed_rate <= 1e-9:
-        return math.inf if used_rate > 1e-9 else 1.0
+    if owed_rate <= EPS:
+        return math.inf if used_rate > EPS else 1.0
     return used_rate / owed_rate
 
 
@@ -104,7 +106,7 @@ def may_take_from(taker: Side, victim: Side, taker_charge: float, victim_charge:
     """
     if not victim.priority < taker.priority:
         return False
-    if victim.used <= victim.owed + 1e-9:  # TargetOldShare <= 1: not using anyone else's share
+    if victim.used <= victim.owed + EPS:  # TargetOldShare <= 1: not using anyone else's share
         return False
     target_new_share = service_ratio(victim.used - victim_charge, victim.owed)
     preemptor_new_share = service_ratio(taker.used + taker_charge, taker.owed)

@@ -8,8 +8,10 @@ point are the simulator's (fairshare.inputs.workload.Job) and never reach the co
 Float tolerances are named here once, each with what it compares:
 
     TIME_EPS     seconds; and rates in GPU-equivalents per second inside one pass: two values this
-                 close are equal (protection ends, latest starts, drain deadlines, over-service)
-    STALL_EPS    seconds: a run that has not progressed for max_stall − STALL_EPS is hung that long
+                 close are equal (protection ends, latest starts, drain deadlines, over-service,
+                 a priority's or a service ratio's zero denominator)
+    STALL_EPS    seconds: a run that has not progressed for max_stall − STALL_EPS is hung that long;
+                 progress within it of `stall_after` has reached it
     LEDGER_EPS   GPU-equivalents (rates) and GPU-equivalent seconds (integrals): water-filling's
                  demand and capacity tolerance, "owed nothing" in the metrics, exception expiry
 """

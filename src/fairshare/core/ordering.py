@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
 
 from .fairness import PassPriorities, fair_tree_factors, priority
+from .model import TIME_EPS
 from .snapshot import PendingQueues, QueueKey, Snapshot
 
 
@@ -277,7 +278,7 @@ def rank_debt(snap: Snapshot) -> list[str]:
             before = list(accumulate((c for _, c in sub[:-1]), initial=used[child]))
             d, o, e = debt[child], owed[child], entitlement[child]
             den = e + look * o
-            if den > 1e-9:  # priority() inlined (the same operations, so the same floats)
+            if den > TIME_EPS:  # priority() inlined (the same operations, so the same floats)
                 keys = [-((d + look * (o - u)) / den) for u in before]
             else:
                 keys = [-priority(d, o, u, e, look) for u in before]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.contract import checkpointed, overhead_of
+from ..core.model import STALL_EPS
 from ..inputs.workload import Job
 
 
@@ -54,7 +55,7 @@ def run_progress(
     """(progress made in this run by t, whether the run has reached its hang point)."""
     progress = max(0.0, (t - t0) - overhead)
     stall = job.stall_after
-    if stall is not None and hangs_in_run(job, kept, stall_done) and kept + progress >= stall - 1e-6:
+    if stall is not None and hangs_in_run(job, kept, stall_done) and kept + progress >= stall - STALL_EPS:
         return max(0.0, stall - kept), True
     return progress, False
 

@@ -14,7 +14,6 @@ HOLD_TEXT = {
     "fragmented": "enough GPUs were free in total, but not on nodes that fit its shape",
     "reserved": "the free GPUs were reserved for a waiting job ahead of it",
     "no_victims": "no run could be preempted for it (all protected, or no group more over-served)",
-    "drained": "its nodes were draining",
 }
 
 

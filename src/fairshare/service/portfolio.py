@@ -16,9 +16,10 @@ from typing import Any, Literal
 from sqlalchemy import select
 
 from .._units import is_duration_text
+from ..core.tree import TreeIndex
 from ..errors import InputError
 from ..inputs._validation import parse_yaml, validate
-from ..inputs.policy import Policy, TreeIndex
+from ..inputs.policy import Policy
 from . import audit, schema
 from .audit import AuditRecord
 from .db import Tx, new_id

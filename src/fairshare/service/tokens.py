@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy import select
 
+from ..core.tree import TreeIndex
 from ..errors import InputError
-from ..inputs.policy import TreeIndex
 from . import audit, schema
 from .audit import AuditRecord
 from .db import Tx, new_id
