@@ -27,17 +27,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .fairness import Side, may_take_from, service_ratio
+from .fairness import PassPriorities, Side, may_take_from, service_ratio
 from .model import TIME_EPS, JobRequest
-from .placement import Alloc, Shape, fits_with
-from .snapshot import PreemptReason, RunView
-
-if TYPE_CHECKING:
-    from .scheduler import _Pass
+from .placement import Alloc, Shape, Tentative, fits_with
+from .snapshot import PreemptReason, RunView, Snapshot
 
 EPS = TIME_EPS
+
+
+class Pass(Protocol):
+    """What a victim search reads of the scheduling pass it runs in (scheduler._Pass)."""
+
+    s: Snapshot
+    used: list[float]  # running charge per tree node, the pass's starts and preemptions included
+    prio: PassPriorities
+    gone: set[str]  # runs the pass preempted already
+    view: Tentative  # the pass's free capacity
+    lost: dict[str, float]  # the pass's cache of lost_of
+
+    @property
+    def strategy(self) -> _HasCandidateCap: ...
+    def lost_of(self, r: RunView) -> float: ...
+    def shape_of(self, job: JobRequest) -> Shape: ...
+    def could_free(self, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool: ...
+
+
+class _HasCandidateCap(Protocol):
+    @property
+    def max_victim_candidates(self) -> int: ...
 
 
 def over_served(node: int, used: Sequence[float], owed: Sequence[float]) -> bool:
@@ -58,19 +77,19 @@ class NoVictims:
     def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
         return False
 
-    def new_victims(self, p: _Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
         return False
 
-    def leaf_cap(self, p: _Pass, job: JobRequest, leaf: int) -> float | None:
+    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return None
 
     def admits(self, job: JobRequest, run: RunView) -> bool:
         return False
 
-    def accept(self, p: _Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+    def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         return False
 
-    def evidence(self, p: _Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+    def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
         return {}
 
 
@@ -82,13 +101,13 @@ class AnyPastProtection(NoVictims):
     reason: PreemptReason = "deadline"
     budgeted = False
 
-    def leaf_cap(self, p: _Pass, job: JobRequest, leaf: int) -> float | None:
+    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return math.inf
 
     def admits(self, job: JobRequest, run: RunView) -> bool:
         return True
 
-    def accept(self, p: _Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+    def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         return True
 
 
@@ -103,7 +122,7 @@ class LowerLabel(AnyPastProtection):
     def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
         return True
 
-    def new_victims(self, p: _Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
         return any(t > failed for t in p.s.victims_at)
 
     def admits(self, job: JobRequest, run: RunView) -> bool:
@@ -124,13 +143,13 @@ class OverServed(NoVictims):
         # a run's side against any taker is its leaf or one of its ancestors
         return any(over_served(a, used, owed) for a in ancestors)
 
-    def new_victims(self, p: _Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
         return any(
             t > failed and leaf != job.leaf and self._may_take_side(p, job, leaf)
             for leaf, t in enumerate(p.s.victims_at)
         )
 
-    def _sides(self, p: _Pass, taker: JobRequest, leaf: int) -> tuple[Side, Side, int, int]:
+    def _sides(self, p: Pass, taker: JobRequest, leaf: int) -> tuple[Side, Side, int, int]:
         mine, theirs = p.s.tree.sides(taker.leaf, leaf)
         owed = p.s.owed
         return (
@@ -140,7 +159,7 @@ class OverServed(NoVictims):
             theirs,
         )
 
-    def _may_take_side(self, p: _Pass, job: JobRequest, leaf: int) -> bool:
+    def _may_take_side(self, p: Pass, job: JobRequest, leaf: int) -> bool:
         """Whether the exchange could let `job` take a run of `leaf` at all: the victim's side is
         over-served, below the taker's in priority, and stays at least as well served as the
         taker would be after taking a victim of zero charge (the real charge only makes it harder)."""
@@ -153,7 +172,7 @@ class OverServed(NoVictims):
             >= service_ratio(used[mine] + job.charge, owed[mine])
         )
 
-    def leaf_cap(self, p: _Pass, job: JobRequest, leaf: int) -> float | None:
+    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         if leaf == job.leaf or not self._may_take_side(p, job, leaf):
             return None  # its own group, or even a victim of zero charge could not be taken
         taker, victim, _, _ = self._sides(p, job, leaf)
@@ -167,7 +186,7 @@ class OverServed(NoVictims):
     def admits(self, job: JobRequest, run: RunView) -> bool:
         return True
 
-    def accept(self, p: _Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+    def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         """The exchange condition victim by victim, least lost first, with what the set already
         took from each side."""
         taken: dict[int, float] = {}
@@ -179,7 +198,7 @@ class OverServed(NoVictims):
             taken[theirs] = extra + r.charge
         return True
 
-    def evidence(self, p: _Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+    def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
         taker, victim, mine, theirs = self._sides(p, job, run.job.leaf)
         paths = p.s.tree.paths
         return {
@@ -205,7 +224,7 @@ def num(x: float) -> float | str:
 
 
 # ---------------------------------------------------------------------- the search
-def candidates(p: _Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
+def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
     """Runs the rule allows `job` to preempt now (unordered: see `cheapest`)."""
     s = p.s
     out: list[RunView] = []
@@ -232,7 +251,7 @@ def candidates(p: _Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
     return out
 
 
-def cheapest(p: _Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
+def cheapest(p: Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
     """The candidates a search considers: least lost work first, at most max_victim_candidates."""
     cache, out = p.lost, []
     for r in runs:
@@ -242,7 +261,7 @@ def cheapest(p: _Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
     return out[: p.strategy.max_victim_candidates]
 
 
-def could_free(p: _Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
+def could_free(p: Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
     """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
     `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
     before the lost work of each candidate is computed (most searches fail here). Freeable GPUs
@@ -269,7 +288,7 @@ def could_free(p: _Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> 
     return False
 
 
-def find_victims(p: _Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunView], Alloc, int] | None:
+def find_victims(p: Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunView], Alloc, int] | None:
     """Victims whose GPUs make `job` placeable, at the least lost work.
 
     Node-centric: for every node of an allowed type, the cheapest victims on it that free enough
@@ -325,7 +344,7 @@ def find_victims(p: _Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunVi
 
 
 def _cheapest_on_node(
-    p: _Pass, job: JobRequest, shape: Shape, node: int, on_it: Sequence[tuple[float, str, RunView]]
+    p: Pass, job: JobRequest, shape: Shape, node: int, on_it: Sequence[tuple[float, str, RunView]]
 ) -> tuple[float, int, list[RunView]] | None:
     """(lost work, node, victims): the cheapest candidates on one node that free room for one
     member of the job (none needed when it has room already); None when they cannot."""
