@@ -420,6 +420,15 @@ class EngineState:
         self._push(self.t + self.knobs.requeue_delay, "wake", None)
         return view
 
+    def cancelled(self, job_id: str) -> None:
+        """A job was withdrawn (a user's cancel): it leaves the queue, or its run ends now."""
+        self._record("cancelled", job_id)
+        self.need_pass = True
+        if job_id in self.running:
+            self._stop(job_id)
+        elif job_id in self.pending.jobs:
+            self._from_pending(self.pending.jobs[job_id])
+
     def hung(self, job_id: str) -> None:
         """A running job stopped making progress now; past its class's max_stall the watchdog may
         preempt it (`no_progress`)."""
