@@ -111,9 +111,9 @@ def failure(c: Completed, what: str = "") -> SlurmCommandError:
     text = c.stderr + c.stdout
     lowered = text.lower()
     if any(p.lower() in lowered for p in UNAVAILABLE):
-        return SlurmUnavailable(c.args, c.returncode, c.stderr, what or "could not reach Slurm")
+        return SlurmUnavailable(c.args, c.returncode, c.stderr, what)
     if any(p.lower() in lowered for p in PERMISSION):
-        return SlurmPermissionError(c.args, c.returncode, c.stderr, what or "was refused (permission)")
+        return SlurmPermissionError(c.args, c.returncode, c.stderr, what)
     return SlurmCommandError(c.args, c.returncode, c.stderr, what)
 
 

@@ -35,18 +35,24 @@ class SlurmError(Exception):
 
 
 class SlurmCommandError(SlurmError):
+    default = "failed with exit code {rc}"
+
     def __init__(self, command: Sequence[str], returncode: int, stderr: str, message: str = "") -> None:
         self.returncode = returncode
-        super().__init__(command, message or f"failed with exit code {returncode}", stderr)
+        super().__init__(command, message or self.default.format(rc=returncode), stderr)
 
 
 class SlurmUnavailable(SlurmCommandError):
     """The controller or the accounting daemon did not answer; the state may be fine a moment later."""
 
+    default = "could not reach Slurm (exit code {rc})"
+
 
 class SlurmPermissionError(SlurmCommandError):
     """Slurm refused the operation for this user (setting priorities needs root, SlurmUser or an
     operator/administrator AdminLevel in sacctmgr)."""
+
+    default = "was refused: permission (exit code {rc})"
 
 
 class SlurmTimeout(SlurmError):
