@@ -78,7 +78,7 @@ def test_every_command_gets_the_backend_timeout() -> None:
     assert [t for _, t in script.calls] == [7, 99]
     sacct = script.calls[1][0]
     assert "--state=RUNNING" in sacct and "--duplicates" in sacct
-    assert sacct[-4:] == ("-S", "1970-01-01T00:00:00", "-E", "1970-01-01T01:00:00")
+    assert sacct[-4:] == ("-S", "1970-01-01T00:00:01", "-E", "1970-01-01T01:00:00")
 
 
 def test_read_jobs_keeps_only_active_jobs() -> None:
@@ -166,6 +166,7 @@ def test_writes_build_the_documented_commands() -> None:
         ("scontrol", "release", "5"),
         ("scontrol", "--oneliner", "show", "job", "5"),
         ("scontrol", "requeue", "5"),
+        ("scontrol", "--oneliner", "show", "job", "5"),
         ("scancel", "--signal=USR1", "--batch", "5"),
     ]
 
@@ -179,12 +180,16 @@ def test_writes_build_the_documented_commands() -> None:
         ((1, "", "slurm_load_jobs error: Invalid job id specified\n"), "vanished"),
     ],
 )
-def test_requeue_never_touches_a_job_that_no_longer_runs(show: tuple[int, str, str], outcome: str) -> None:
-    # Slurm 22.05 requeues a *finished* batch job too and runs it again: the backend looks first
+def test_requeue_and_signal_never_touch_a_job_that_no_longer_runs(
+    show: tuple[int, str, str], outcome: str
+) -> None:
+    # Slurm 22.05 requeues a *finished* batch job too and runs it again, and `scancel --signal`
+    # retries a pending job until killed: the backend looks first
     script = Script((("scontrol", "--oneliner", "show", "job"), *show))
-    r = CliBackend(script).requeue(4)
-    assert r.outcome == outcome
-    assert len(script.calls) == 1  # no `scontrol requeue`
+    b = CliBackend(script)
+    assert b.requeue(4).outcome == outcome
+    assert b.signal(4, "USR1").outcome == outcome
+    assert [c[0][1] for c in script.calls] == ["--oneliner", "--oneliner"]  # no requeue, no scancel
 
 
 def test_requeue_of_a_job_submitted_with_no_requeue_is_refused() -> None:

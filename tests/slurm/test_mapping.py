@@ -268,12 +268,14 @@ def test_partitions_limit_the_scope() -> None:
 
 
 def test_usage_intervals_are_charged_per_run_and_unknown_accounts_are_not() -> None:
-    m = Mapper(policy())
+    m = Mapper(policy(partitions=["gpu"]))
     nodes = {n: m.node(node(n, gpu_type="h100" if n == "h1" else "a100"))[0] for n in ("a1", "a2", "h1")}
     runs = [
         SlurmRun(3, "product", "u", "gpu", "normal", "REQUEUED", T0, T0 + 600, ("a1", "a2"), 8, 2, None),
-        SlurmRun(3, "product", "u", "gpu", "normal", "RUNNING", T0 + 700, None, ("h1",), 8, 1, None),
+        # sacct's first record of a run may lack partition and QOS (slurmdbd fills them in later)
+        SlurmRun(3, "product", "u", "", "", "RUNNING", T0 + 700, None, ("h1",), 8, 1, None),
         SlurmRun(4, "ops", "u", "gpu", "normal", "COMPLETED", T0, T0 + 60, ("a1",), 1, 1, None),
+        SlurmRun(5, "product", "u", "cpu", "normal", "COMPLETED", T0, T0 + 60, ("c1",), 0, 1, None),
     ]
     usage, unknown = m.usage(runs, nodes)
     assert [(u.key, u.leaf, u.charge, u.end) for u in usage] == [

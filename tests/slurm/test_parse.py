@@ -170,6 +170,17 @@ def test_json_errors_from_an_unreachable_controller_are_not_an_empty_queue() -> 
     assert "Failed while looking for jobs" in info.value.stderr
 
 
+def test_sacct_finding_nothing_is_no_runs() -> None:
+    # recorded: what 22.05's sacct --json prints for a window without runs
+    nothing = {
+        "description": "Nothing found",
+        "error_number": 9003,
+        "error": "Nothing found with query",
+        "source": "slurmdb_jobs_get",
+    }
+    assert parse_runs(json.dumps({"errors": [nothing], "jobs": []})) == []
+
+
 @pytest.mark.parametrize(
     ("output", "words"),
     [

@@ -39,7 +39,7 @@ from .parse import (
     parse_runs,
 )
 
-REQUEUABLE_STATES = frozenset({"RUNNING", "CONFIGURING", "SUSPENDED"})
+RUNNING_STATES = frozenset({"RUNNING", "CONFIGURING", "SUSPENDED"})
 SIGNALS = frozenset(
     {"HUP", "INT", "QUIT", "KILL", "USR1", "USR2", "TERM", "CONT", "STOP", "TSTP", "ALRM", "URG"}
 )
@@ -145,7 +145,9 @@ class CliBackend:
         # start and end). Without it sacct also needs an eligible time, which Slurm leaves at 0 for
         # some jobs that start at submission: their runs would be missing from the usage.
         args = ["sacct", "--allusers", "--duplicates", "--state=RUNNING", "--json"]
-        c = self._read([*args, "-S", slurm_time(since), "-E", slurm_time(until)], self.usage_timeout)
+        # -S at the epoch itself reads as "not given"
+        start, end = slurm_time(max(since, 1)), slurm_time(max(until, 1))
+        c = self._read([*args, "-S", start, "-E", end], self.usage_timeout)
         return parse_runs(c.stdout, c.args)
 
     def read_config(self) -> dict[str, str]:
@@ -208,16 +210,24 @@ class CliBackend:
                 return word.removeprefix("JobState=")
         raise SlurmOutputError(c.args, "printed no JobState")
 
+    def _unless_running(self, job_id: int, action: Action) -> ActionResult | None:
+        """The result for a job that no longer runs (None when it runs)."""
+        state = self.job_state(job_id)
+        if state is not None and state in RUNNING_STATES:
+            return None
+        outcome: Outcome = "vanished" if state is None or state not in ACTIVE_STATES else "not_running"
+        return ActionResult(job_id, action, outcome, f"job state {state or 'unknown'}")
+
     def requeue(self, job_id: int) -> ActionResult:
         # Slurm requeues a *finished* batch job too (and runs it again): requeue only a job that
         # still runs. A job ending in the instant between the two commands remains a (tiny) race.
-        state = self.job_state(job_id)
-        if state is None or state not in REQUEUABLE_STATES:
-            outcome: Outcome = "vanished" if state is None or state not in ACTIVE_STATES else "not_running"
-            return ActionResult(job_id, "requeue", outcome, f"job state {state or 'unknown'}")
-        return self._act(job_id, "requeue", ["scontrol", "requeue", str(job_id)])
+        return self._unless_running(job_id, "requeue") or self._act(
+            job_id, "requeue", ["scontrol", "requeue", str(job_id)]
+        )
 
     def signal(self, job_id: int, signal: str, batch_only: bool = False) -> ActionResult:
+        # scancel --signal retries a pending job ("Job is in transitional state, retrying") until
+        # killed: signal only a job that runs
         name = check_signal(signal)
         args = ["scancel", f"--signal={name}", *(["--batch"] if batch_only else []), str(job_id)]
-        return self._act(job_id, "signal", args)
+        return self._unless_running(job_id, "signal") or self._act(job_id, "signal", args)

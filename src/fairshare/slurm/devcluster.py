@@ -21,6 +21,7 @@ from . import procs
 from .accounts import account_plan, sacctmgr_commands
 from .devconf import DevClusterSpec, cgroup_conf, db_grants, gres_conf, slurm_conf, slurmdbd_conf
 
+INSTALL_LOCK = "/tmp/fairshare-slurm-install.lock"
 PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client", "slurmdbd", "mariadb-server")
 # start order; `down` stops in reverse
 DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld")
@@ -142,6 +143,14 @@ class DevCluster:
     # ------------------------------------------------------------------ up
 
     def install(self) -> tuple[str, ...]:
+        """apt-get install the missing packages (one installer at a time on this host)."""
+        import fcntl
+
+        with open(INSTALL_LOCK, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._install()
+
+    def _install(self) -> tuple[str, ...]:
         missing = tuple(p for p in PACKAGES if not self._ok(["dpkg", "-s", p]))
         if not missing:
             return ()
@@ -291,6 +300,17 @@ class DevCluster:
     def _start_dbd(self) -> None:
         rec = self._start("slurmdbd", ["/usr/sbin/slurmdbd", "-D"], "slurmdbd")
         self._wait("slurmdbd", lambda: self._ok(["sacctmgr", "-n", "show", "cluster"]), 60, rec)
+
+    def stop_daemon(self, name: str) -> None:
+        """Stop one recorded daemon (tests: a controller restart); its record stays for `down`."""
+        rec = {r.name: r for r in procs.read_records(self.spec.pids)}.get(name)
+        if rec is None or not procs.is_ours(rec):
+            raise DevClusterError(f"{name} is not running (no live pid recorded in {self.spec.pids})")
+        procs.stop_pids([rec.pid], 15, self.log)
+
+    def start_controller(self) -> None:
+        """Start slurmctld again on its saved state (after `stop_daemon("slurmctld")`)."""
+        self._start_ctld()
 
     def _start_ctld(self) -> None:
         rec = self._start("slurmctld", ["/usr/sbin/slurmctld", "-D"], "slurmctld")

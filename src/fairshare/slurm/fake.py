@@ -148,8 +148,29 @@ class FakeSlurm:
     # ------------------------------------------------------------------ reads
 
     def read_nodes(self) -> list[SlurmNode]:
+        """Nodes with their GPUs and CPUs in use and idle/mixed/allocated state, like sinfo."""
         self._enter("read_nodes", ("sinfo", "--json"))
-        return [self.nodes[n] for n in sorted(self.nodes)]
+        gpus: dict[str, int] = dict.fromkeys(self.nodes, 0)
+        cpus: dict[str, int] = dict.fromkeys(self.nodes, 0)
+        for r in self.jobs.values():
+            if r.job.running and not r.finished:
+                for a in r.job.alloc:
+                    gpus[a.node] += a.gpus
+                    cpus[a.node] += a.cpus
+        out = []
+        for name in sorted(self.nodes):
+            n = self.nodes[name]
+            state = n.state
+            if state in ("idle", "mixed", "allocated"):
+                state = (
+                    "idle"
+                    if not gpus[name] and not cpus[name]
+                    else "allocated"
+                    if gpus[name] >= n.gpus
+                    else "mixed"
+                )
+            out.append(dataclasses.replace(n, gpus_used=gpus[name], alloc_cpus=cpus[name], state=state))
+        return out
 
     def read_jobs(self) -> list[SlurmJob]:
         self._enter("read_jobs", ("squeue", "--json"))

@@ -348,7 +348,8 @@ class Mapper:
         """Charged intervals of runs, and runs left uncharged (unknown account) with the reason."""
         out, unknown = [], []
         for r in sorted(runs, key=lambda r: (r.job_id, r.start)):
-            if self.section.partitions and r.partition not in self.section.partitions:
+            # a fresh record may lack its partition (slurmdbd fills it in later): count it
+            if self.section.partitions and r.partition and r.partition not in self.section.partitions:
                 continue
             leaf, why = self.accounts.leaf_of(r.account)
             if leaf is None:

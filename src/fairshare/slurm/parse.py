@@ -18,6 +18,7 @@ from .model import Association, Gres, NodeAlloc, Qos, SlurmJob, SlurmNode, Slurm
 T = TypeVar("T")
 NO_VAL32 = 0xFFFFFFFE
 INFINITE32 = 0xFFFFFFFF
+NOTHING_FOUND = 9003  # ESLURM_... "Nothing found with query" (sacct, 22.05)
 
 
 # ------------------------------------------------------------------------- small formats
@@ -149,7 +150,8 @@ def load_json(text: str, command: Sequence[str], key: str) -> list[dict[str, Any
         raise SlurmOutputError(command, f"printed invalid JSON ({exc.msg} at offset {exc.pos})") from None
     if not isinstance(data, dict):
         raise SlurmOutputError(command, "printed JSON that is not an object")
-    errors = data.get("errors") or []
+    # sacct reports an empty answer as an error ("Nothing found", 9003): that is no runs
+    errors = [e for e in data.get("errors") or () if not _nothing_found(e)]
     if errors:
         detail = "; ".join(
             " ".join(str(e.get(k)) for k in ("source", "description", "error") if e.get(k))
@@ -162,6 +164,12 @@ def load_json(text: str, command: Sequence[str], key: str) -> list[dict[str, Any
     if not isinstance(items, list):
         raise SlurmOutputError(command, f"printed JSON without a {key!r} list")
     return [i for i in items if isinstance(i, dict)]
+
+
+def _nothing_found(e: object) -> bool:
+    return isinstance(e, dict) and (
+        e.get("error_number") == NOTHING_FOUND or e.get("description") == "Nothing found"
+    )
 
 
 def _field(command: Sequence[str], what: str, fn: Callable[[dict[str, Any]], T], item: dict[str, Any]) -> T:
