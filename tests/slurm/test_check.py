@@ -182,3 +182,17 @@ def test_cli_jobs_lists_mapped_and_skipped_jobs(fake: FakeSlurm) -> None:
     assert "protected 15m" in lines[1]
     assert "capped to 900s" in lines[2]
     assert lines[3].startswith("skipped       2 (pending): account 'ops' maps to no leaf")
+
+
+def test_cli_reset_priorities_lists_then_resets(fake: FakeSlurm) -> None:
+    a, b = fake.submit("product", 8), fake.submit("research", 8)
+    fake.set_priority(a, 600_000_000)
+    r = CliRunner().invoke(main, ["slurm", "reset-priorities", "--policy", str(EXAMPLE)])
+    assert r.exit_code == 0 and r.output.splitlines() == [
+        f"1 pending job(s) with a priority in [1000000, 1000000000]: {a}",
+        "run again with --yes to reset them",
+    ]
+    assert fake.read_jobs()[0].priority == 600_000_000
+    r = CliRunner().invoke(main, ["slurm", "reset-priorities", "--policy", str(EXAMPLE), "--yes"])
+    assert r.exit_code == 0 and r.output.splitlines()[-1] == "reset 1 job(s)"
+    assert [(j.job_id, j.priority) for j in fake.read_jobs()] == [(a, 10_000), (b, 10_000)]

@@ -13,9 +13,12 @@ from fairshare.slurm.fake import COMPUTED_PRIORITY, FakeSlurm
 from fairshare.slurm.priority import (
     Band,
     JobPriority,
+    ResetIncomplete,
     apply_priorities,
+    in_band,
     plan_priorities,
     priorities_of,
+    reset_priorities,
 )
 
 BAND = Band(1_000_000, 1_000_000_000, 1000)
@@ -183,3 +186,31 @@ def test_controller_down_mid_apply_raises_and_the_next_cycle_completes() -> None
     assert len(again.updates) == 3
     assert all(r.ok for r in apply_priorities(fake, again))
     assert plan_priorities(jobs, priorities_of(fake.read_jobs()), BAND).updates == ()
+
+
+# --------------------------------------------------------------------------- rolling back
+
+
+def test_reset_gives_jobs_back_their_computed_priority() -> None:
+    fake = FakeSlurm.dev(lambda: 0.0)
+    jobs = [fake.submit("product", 8) for _ in range(3)]
+    held = fake.submit("product", 8, hold=True)
+    apply_priorities(fake, plan_priorities(jobs[:2], priorities_of(fake.read_jobs()), BAND))
+    placed = in_band(priorities_of(fake.read_jobs()), BAND)
+    assert placed == tuple(jobs[:2])
+    results = reset_priorities(fake, placed)
+    assert [r.outcome for r in results] == ["applied", "applied"]
+    now = priorities_of(fake.read_jobs())
+    assert [now[j].priority for j in jobs] == [COMPUTED_PRIORITY] * 3
+    assert now[held].held  # a user's hold is not touched
+    assert in_band(now, BAND) == ()
+
+
+def test_a_reset_interrupted_after_a_hold_names_the_job_to_release() -> None:
+    fake = FakeSlurm.dev(lambda: 0.0)
+    job = fake.submit("product", 8)
+    fake.set_priority(job, 600_000_000)
+    fake.fail_next("release", SlurmUnavailable(("scontrol", "release"), 1, "Unexpected message received"))
+    with pytest.raises(ResetIncomplete, match=f"scontrol release {job}") as info:
+        reset_priorities(fake, [job])
+    assert info.value.held == (job,)

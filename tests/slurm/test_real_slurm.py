@@ -96,6 +96,16 @@ def test_slurm_starts_jobs_in_the_order_fairshare_sets(real: RealHarness) -> Non
     assert started == order
 
 
+def test_reset_priorities_rolls_back_to_slurms_own(dev_cluster: DevCluster, real: RealHarness) -> None:
+    jobs = [real.pending(a) for a in ("product", "research")]
+    apply_priorities(real.backend, plan_priorities(jobs, priorities_of(real.backend.read_jobs()), BAND))
+    assert all(j.priority in BAND for j in real.backend.read_jobs())
+    r = fairshare(dev_cluster, "slurm", "reset-priorities", "--policy", str(EXAMPLE), "--yes")
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "reset 2 job(s)", r.stdout + r.stderr
+    after = {j.job_id: j for j in real.backend.read_jobs()}
+    assert all(0 < after[j].priority < BAND.low and not after[j].held for j in jobs)
+
+
 def test_real_jobs_map_to_leaves_classes_and_contracts(real: RealHarness) -> None:
     gang = real.running("research", 4, nodes=2, qos="debug", comment="fairshare:protect=1h")
     waiting = real.pending("platform", 2, comment="fairshare:protect=3h,checkpoint=10m,resumable")

@@ -3,6 +3,7 @@
     fairshare slurm dev-cluster up|down|status   a local 4-node, 32-GPU Slurm to try fairshare on
     fairshare slurm check --policy P             Slurm's settings, accounts, QOS and GPU types vs P
     fairshare slurm jobs --policy P              how fairshare reads the queue (leaf, class, contract)
+    fairshare slurm reset-priorities --policy P  roll back: pending jobs get Slurm's own priority again
 
 This module stays light (click only): each command imports what it needs when it runs.
 Exit codes: 0 ok, 1 `check` found a required item wrong, 2 bad input or Slurm unreachable.
@@ -220,3 +221,37 @@ def jobs(policy: Path, timeout: float) -> None:
         click.echo(f"skipped {u.slurm_id:>7} ({u.state.lower()}): {u.reason}")
     for note in view.notes:
         click.echo(f"note    {note}")
+
+
+@slurm.command("reset-priorities")
+@_policy_option
+@_timeout_option
+@click.option("--yes", is_flag=True, help="Do it (without --yes: list the jobs only).")
+def reset(policy: Path, timeout: float, yes: bool) -> None:
+    """Roll back: give every pending job whose priority fairshare set (inside the policy's band)
+    Slurm's computed priority again (hold + release). Stop `fairshare serve` first."""
+    from .accounts import section_of
+    from .errors import SlurmError
+    from .priority import Band, ResetIncomplete, in_band, priorities_of, reset_priorities
+
+    section = section_of(_policy(policy))
+    band = Band(section.priority_min, section.priority_max, section.priority_step)
+    backend = _backend(timeout)
+    try:
+        jobs = in_band(priorities_of(backend.read_jobs()), band)
+        click.echo(
+            f"{len(jobs)} pending job(s) with a priority in [{band.low}, {band.high}]: "
+            + (" ".join(map(str, jobs)) or "none")
+        )
+        if not yes or not jobs:
+            if jobs:
+                click.echo("run again with --yes to reset them")
+            return
+        results = reset_priorities(backend, jobs)
+    except ResetIncomplete as exc:
+        _fail(str(exc))
+    except SlurmError as exc:
+        _fail(str(exc))
+    done = [r.job_id for r in results if r.ok]
+    gone = [f"{r.job_id} ({r.outcome})" for r in results if not r.ok]
+    click.echo(f"reset {len(done)} job(s)" + (f"; skipped {', '.join(gone)}" if gone else ""))

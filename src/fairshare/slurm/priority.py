@@ -163,3 +163,34 @@ def apply_priorities(backend: SlurmBackend, plan: PriorityPlan) -> list[ActionRe
     the read gives that result; a systemic failure (controller down, timeout) raises, and the
     next cycle's plan, made from fresh reads, completes the work."""
     return [backend.set_priority(job, prio) for job, prio in plan.updates]
+
+
+def in_band(current: Mapping[int, JobPriority], band: Band) -> tuple[int, ...]:
+    """Pending, unheld jobs whose priority fairshare set (it lies in the band)."""
+    return tuple(sorted(j for j, c in current.items() if c.pending and not c.held and c.priority in band))
+
+
+class ResetIncomplete(Exception):
+    """A reset stopped after holding jobs it could not release: they must be released by hand."""
+
+    def __init__(self, held: Sequence[int], cause: Exception) -> None:
+        self.held = tuple(held)
+        ids = " ".join(map(str, held))
+        super().__init__(f"{cause}; still held by the reset, release them with: scontrol release {ids}")
+
+
+def reset_priorities(backend: SlurmBackend, jobs: Sequence[int]) -> list[ActionResult]:
+    """Give jobs back Slurm's computed priority (rolling fairshare back): `scontrol hold` then
+    `release`, because release resets an admin-set priority to the computed value. A job the
+    reset held and could not release is named in ResetIncomplete."""
+    out = []
+    for job in jobs:
+        held = backend.hold(job)
+        if not held.ok:
+            out.append(held)
+            continue
+        try:
+            out.append(backend.release(job))
+        except Exception as exc:
+            raise ResetIncomplete([job], exc) from exc
+    return out
