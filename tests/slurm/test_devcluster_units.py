@@ -144,3 +144,11 @@ def test_down_skips_a_recorded_pid_that_is_no_longer_ours(tmp_path: Path) -> Non
     finally:
         p.kill()
         p.wait()
+
+
+def test_up_names_a_missing_policy(tmp_path: Path) -> None:
+    r = CliRunner().invoke(
+        main, ["slurm", "dev-cluster", "up", "--dir", str(tmp_path), "--policy", str(tmp_path / "nope.yaml")]
+    )
+    assert r.exit_code == 2 and f"--policy {tmp_path}/nope.yaml: file not found" in r.output
+    assert not (tmp_path / "run").exists()  # nothing started

@@ -88,6 +88,8 @@ def up(base: Path, policy: Path, fresh: bool) -> None:
     from .devcluster import DevCluster, DevClusterError
     from .devconf import DevClusterSpec
 
+    if not policy.exists():
+        _fail(f"--policy {policy}: file not found (run from the repository, or pass --policy)")
     pol = _policy(policy)
     cluster = DevCluster(DevClusterSpec(base=base.absolute()))
     try:

@@ -287,14 +287,14 @@ class DevCluster:
             if cls.lower() not in have_qos:
                 self._sh(["sacctmgr", "-i", "add", "qos", cls.lower()])
         assoc = self._sh(["sacctmgr", "-n", "-P", "show", "assoc", "format=account,user"]).stdout.splitlines()
-        have = {tuple(line.split("|")) for line in assoc}
+        have = {tuple(line.split("|")) for line in assoc}  # (account, user or "")
         plan = account_plan(policy)
-        for cmd in sacctmgr_commands(plan, users=["root"], qos=[c.lower() for c in policy.classes]):
-            if cmd[3] == "account" and (cmd[4], "") in have:
-                continue
-            if cmd[3] == "user" and (cmd[5].removeprefix("account="), cmd[4]) in have:
-                continue
-            self._sh(cmd)
+        qos = [c.lower() for c in policy.classes]
+        for a in plan:  # parents first
+            if (a.name, "") not in have:
+                self._sh(sacctmgr_commands([a])[0])
+            if a.leaf_path is not None and (a.name, "root") not in have:
+                self._sh(sacctmgr_commands([a], users=["root"], qos=qos)[1])
         self.log(f"  accounts: {', '.join(a.name for a in plan if a.leaf_path)} (root may submit to each)")
 
     def _start_dbd(self) -> None:

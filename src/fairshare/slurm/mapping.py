@@ -170,13 +170,10 @@ class Mapper:
 
     def node(self, n: SlurmNode) -> tuple[NodeView, list[str]]:
         notes = []
-        types = {t for t in n.gpu_types}
-        slurm_type = sorted(t or "" for t in types)[0] if types else None
-        slurm_type = slurm_type or None
+        types = sorted({t or "" for t in n.gpu_types})  # "" stands for an untyped gres
+        slurm_type = types[0] or None if types else None
         if len(types) > 1:
-            notes.append(
-                f"node {n.name}: several GPU types {sorted(t or '-' for t in types)}; using {slurm_type}"
-            )
+            notes.append(f"node {n.name}: several GPU types {[t or '-' for t in types]}; using {slurm_type}")
         gpu_type = self.gpu_type(slurm_type)
         if n.gpus and gpu_type is None:
             known = ", ".join(sorted(self.rates)) or "none"
