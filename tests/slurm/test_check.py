@@ -180,7 +180,7 @@ def test_cli_jobs_lists_mapped_and_skipped_jobs(fake: FakeSlurm) -> None:
     assert lines[0] == "4 nodes, 32 GPUs (32 free on schedulable nodes)"
     assert lines[1].split()[:5] == ["pending", "1", "research", "debug", "8"]
     assert "protected 15m" in lines[1]
-    assert "capped to 900s" in lines[2]
+    assert "capped to 15m" in lines[2]
     assert lines[3].startswith("skipped       2 (pending): account 'ops' maps to no leaf")
 
 

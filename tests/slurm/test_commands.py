@@ -96,6 +96,7 @@ UNREACHABLE = "slurm_load_ctl_conf error: Unable to contact slurm controller (co
         ("sacctmgr: error: Problem talking to the database: Connection refused\n", SlurmUnavailable),
         ("Access/permission denied for job 5\n", SlurmPermissionError),
         ("something else entirely\n", SlurmCommandError),
+        ("scontrol: fatal: Could not establish a configuration source\n", SlurmCommandError),
     ],
 )
 def test_failed_reads_raise_typed_errors_with_command_and_stderr(stderr: str, kind: type[Exception]) -> None:
@@ -214,3 +215,12 @@ def test_bad_arguments_are_refused_before_any_command() -> None:
 
 def test_slurm_time_is_utc() -> None:
     assert slurm_time(1796139100.7) == "2026-12-01T15:31:40"
+
+
+def test_a_missing_configuration_says_to_set_slurm_conf() -> None:
+    stderr = (
+        "scontrol: error: fetch_config: DNS SRV lookup failed\n"
+        "scontrol: fatal: Could not establish a configuration source\n"
+    )
+    with pytest.raises(SlurmCommandError, match="found no Slurm configuration \\(set SLURM_CONF"):
+        CliBackend(Script((("scontrol",), 1, "", stderr))).read_config()

@@ -136,7 +136,7 @@ def test_comment_overrides_the_class_and_protect_is_capped_with_a_note() -> None
     m = Mapper(policy())
     r = req(m, job(comment="fairshare:protect=3h,checkpoint=10m,resumable"))
     assert (r.cls, r.protected, r.protected_capped, r.checkpoint) == ("train", 7200, True, 600)
-    assert r.notes == ("protect 10800s capped to 7200s by class train's max_protected",)
+    assert r.notes == ("protect 3h capped to 2h by class train's max_protected",)
     r = req(m, job(comment="fairshare:class=debug,protect=5m"))
     assert (r.cls, r.protected, r.resumable, r.checkpoint) == ("debug", 300, False, 0.0)
 

@@ -118,7 +118,7 @@ def test_real_jobs_map_to_leaves_classes_and_contracts(real: RealHarness) -> Non
         900,
         8.0,
     )
-    assert run.request.notes == ("protect 3600s capped to 900s by class debug's max_protected",)
+    assert run.request.notes == ("protect 1h capped to 15m by class debug's max_protected",)
     assert sorted(a.node for a in run.alloc) == sorted({a.node for a in run.alloc}) and len(run.alloc) == 2
     (req,) = [q for q in view.pending if q.slurm_id == waiting]
     assert (req.leaf, req.cls, req.protected, req.protected_capped, req.resumable, req.checkpoint) == (

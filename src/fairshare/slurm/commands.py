@@ -112,6 +112,10 @@ def failure(c: Completed, what: str = "") -> SlurmCommandError:
     lowered = text.lower()
     if any(p.lower() in lowered for p in UNAVAILABLE):
         return SlurmUnavailable(c.args, c.returncode, c.stderr, what)
+    if "could not establish a configuration source" in lowered:
+        return SlurmCommandError(
+            c.args, c.returncode, c.stderr, "found no Slurm configuration (set SLURM_CONF to the slurm.conf)"
+        )
     if any(p.lower() in lowered for p in PERMISSION):
         return SlurmPermissionError(c.args, c.returncode, c.stderr, what)
     return SlurmCommandError(c.args, c.returncode, c.stderr, what)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .._units import fmt_duration
 from ..inputs.cluster import Node
 from ..inputs.policy import JobClass, Policy
 from ..inputs.workload import charge_on
@@ -234,7 +235,8 @@ class Mapper:
         capped = asked > cls.protected_cap
         protected = min(asked, cls.protected_cap)
         if capped:
-            notes.append(f"protect {asked:g}s capped to {protected:g}s by class {cls_name}'s max_protected")
+            cap = fmt_duration(protected)
+            notes.append(f"protect {fmt_duration(asked)} capped to {cap} by class {cls_name}'s max_protected")
         resumable = cls.resumable if comment.resumable is None else comment.resumable
         checkpoint = comment.checkpoint if comment.checkpoint is not None else (cls.checkpoint or 0.0)
         if resumable and not checkpoint > 0:
