@@ -19,6 +19,7 @@ from .inputs._validation import load_yaml, validate
 from .inputs.policy import Policy
 from .replay.results import Comparison
 from .service.cli import register as register_service_commands
+from .slurm.cli import slurm as _slurm_commands
 
 if TYPE_CHECKING:
     from .replay.runner import Inputs
@@ -36,6 +37,9 @@ def _fail(exc: InputError) -> None:
 @click.version_option(package_name="fairshare")
 def main() -> None:
     """Budget-based fair-share scheduling for GPU clusters: check policies, replay and compare."""
+
+
+main.add_command(_slurm_commands)  # light: each slurm command imports its modules when it runs
 
 
 @main.command()

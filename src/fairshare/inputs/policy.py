@@ -17,6 +17,7 @@ from ..core.model import Knobs, ResolvedException
 from ..core.tree import TreeIndex
 from ..errors import InputError
 from ._validation import AtPath, StrictModel, load_yaml, validate
+from .slurm_section import SlurmSection, check_against_policy
 
 Seconds = float
 
@@ -222,6 +223,7 @@ class Policy(StrictModel):
     exceptions: tuple[ShareException, ...] = ()
     gates: Gates = Gates()
     scheduling: Scheduling = Scheduling()
+    slurm: SlurmSection | None = None  # read by the Slurm driver only (slurm_section.py)
 
     @field_validator("window", mode="before")
     @classmethod
@@ -254,6 +256,14 @@ class Policy(StrictModel):
                     ("exceptions", i, "group"),
                     f"no group {ex.group!r} in the tree (a group is its path, e.g. {paths[-1]!r})",
                 )
+        if self.slurm is not None:
+            tree = TreeIndex.build(self.tree)
+            leaves = tuple(tree.paths[i] for i in tree.leaves)
+            inner = tuple(p for p in tree.paths if p not in leaves)
+            try:
+                check_against_policy(self.slurm, leaves, inner, self.classes, self.gpu_rates)
+            except AtPath as exc:
+                raise AtPath(("slurm", *exc.rel), str(exc)) from None
         return self
 
 
