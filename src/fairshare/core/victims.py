@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from .contract import lost_gpu_s
 from .fairness import PassPriorities, Side, may_take_from, service_ratio
 from .model import TIME_EPS, JobRequest
 from .placement import Alloc, Shape, Tentative, fits_with
@@ -173,14 +174,21 @@ class OverServed(NoVictims):
         )
 
     def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
-        if leaf == job.leaf or not self._may_take_side(p, job, leaf):
-            return None  # its own group, or even a victim of zero charge could not be taken
-        taker, victim, _, _ = self._sides(p, job, leaf)
-        # the largest victim charge the exchange condition allows on its own:
-        # (U_v - c) / O_v >= R_t  <=>  c <= U_v - R_t * O_v   (O_v > 0 here: U_v > O_v >= 0)
-        taker_after = service_ratio(taker.used + job.charge, taker.owed)
-        if victim.owed > EPS and not math.isinf(taker_after):
-            return victim.used - taker_after * victim.owed + EPS
+        """None for the job's own group and for a leaf even a victim of zero charge could not be
+        taken from (_may_take_side, inlined: this runs for every leaf of every search); else the
+        largest victim charge the exchange condition allows on its own:
+        (U_v - c) / O_v >= R_t  <=>  c <= U_v - R_t * O_v   (O_v > 0 here: U_v > O_v >= 0)."""
+        if leaf == job.leaf:
+            return None
+        mine, theirs = p.s.tree.sides(job.leaf, leaf)
+        used, owed = p.used, p.s.owed
+        if not used[theirs] > owed[theirs] + EPS or not p.prio(theirs) < p.prio(mine):
+            return None
+        taker_after = service_ratio(used[mine] + job.charge, owed[mine])
+        if not service_ratio(used[theirs], owed[theirs]) >= taker_after:
+            return None
+        if owed[theirs] > EPS and not math.isinf(taker_after):
+            return used[theirs] - taker_after * owed[theirs] + EPS
         return math.inf
 
     def admits(self, job: JobRequest, run: RunView) -> bool:
@@ -253,10 +261,13 @@ def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
 
 def cheapest(p: Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
     """The candidates a search considers: least lost work first, at most max_victim_candidates."""
-    cache, out = p.lost, []
+    cache, now, out = p.lost, p.s.now, []
     for r in runs:
-        lost = cache.get(r.job.id)
-        out.append((p.lost_of(r) if lost is None else lost, r.job.id, r))
+        rid = r.job.id
+        lost = cache.get(rid)
+        if lost is None:
+            lost = cache[rid] = lost_gpu_s(r.job, r.t0, now, r.overhead, r.hung_since)
+        out.append((lost, rid, r))
     out.sort()  # by lost work, then job id (unique: the run itself is never compared)
     return out[: p.strategy.max_victim_candidates]
 
@@ -264,26 +275,24 @@ def cheapest(p: Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
 def could_free(p: Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
     """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
     `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
-    before the lost work of each candidate is computed (most searches fail here). Freeable GPUs
-    only grow as candidates are added, so it stops at the first type with enough nodes."""
-    index, view = p.s.index, p.view
-    need, per = shape.nodes, shape.per_node
-    ok: dict[int, set[int]] = {}
-    for ty in shape.types if shape.types is not None else range(len(index.types)):
-        # a gang may also use nodes that already have room
-        ok[ty] = {i for i, _ in view.candidates(ty, per, job.id)} if need > 1 else set()
-        if len(ok[ty]) >= need:
-            return True
+    before the lost work of each candidate is computed (most searches fail here)."""
     freeable: dict[int, int] = {}
     for r in runs:
         for i, g in r.alloc:
-            f = freeable[i] = freeable.get(i, 0) + g
-            got = ok.get(index.node_type[i])
-            if got is None or i in got or not index.available[i]:
+            freeable[i] = freeable.get(i, 0) + g
+    index, view = p.s.index, p.view
+    need, per = shape.nodes, shape.per_node
+    for ty in shape.types if shape.types is not None else range(len(index.types)):
+        # a gang may also use nodes that already have room
+        ok = {i for i, _ in view.candidates(ty, per, job.id)} if need > 1 else set()
+        if len(ok) >= need:
+            return True
+        for i, g in freeable.items():
+            if i in ok or index.node_type[i] != ty or not index.available[i]:
                 continue
-            if view.avail(i, job.id) + f >= per:
-                got.add(i)
-                if len(got) >= need:
+            if view.avail(i, job.id) + g >= per:
+                ok.add(i)
+                if len(ok) >= need:
                     return True
     return False
 

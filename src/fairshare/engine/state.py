@@ -51,6 +51,8 @@ from .fleet import Fleet
 from .ledger import DecayLedger, Ledger, Vec
 from .owed import effective_shares, water_fill
 
+_NONE: frozenset[int] = frozenset()
+
 
 @dataclass(frozen=True)
 class EngineSetup:
@@ -154,10 +156,6 @@ class EngineState:
                 self.up[leaf, a] = 1.0
 
     # ------------------------------------------------------------------ journal and rebuild
-    def _record(self, kind: str, *args: Any) -> None:
-        if self.journal is not None:
-            self.journal.append(Event(kind, args))
-
     @classmethod
     def rebuild(
         cls,
@@ -191,7 +189,8 @@ class EngineState:
 
     def begin(self, t: float) -> None:
         """Start the instant t: integrate up to it and fire the timers due by then."""
-        self._record("begin", t)
+        if self.journal is not None:
+            self.journal.append(Event("begin", (t,)))
         self._advance(t)
         self.need_pass = False
         while self.timers and self.timers[0][0] <= t:
@@ -206,7 +205,8 @@ class EngineState:
 
     def advance(self, t: float) -> None:
         """Move the clock to t without firing timers (a driver's last instant)."""
-        self._record("advance", t)
+        if self.journal is not None:
+            self.journal.append(Event("advance", (t,)))
         self._advance(t)
 
     def _advance(self, t: float) -> None:
@@ -220,7 +220,8 @@ class EngineState:
 
     def flush(self) -> None:
         """Integrate the current rates over [last flush, now] (a driver's last instant)."""
-        self._record("flush")
+        if self.journal is not None:
+            self.journal.append(Event("flush"))
         self._flush()
 
     def _flush(self) -> None:
@@ -234,7 +235,8 @@ class EngineState:
 
     def poke(self) -> None:
         """The driver asks for a pass at this instant (every event of the driver's own gets one)."""
-        self._record("poke")
+        if self.journal is not None:
+            self.journal.append(Event("poke"))
         self.need_pass = True
 
     # ------------------------------------------------------------------ rates
@@ -309,7 +311,8 @@ class EngineState:
     # ------------------------------------------------------------------ jobs
     def submit(self, job: JobRequest) -> None:
         """A job arrives (it waits from its submit time)."""
-        self._record("submit", job)
+        if self.journal is not None:
+            self.journal.append(Event("submit", (job,)))
         self.states[job.id] = JobState(pending_since=job.submit)
         self._to_pending(job)
         self.need_pass = True
@@ -360,7 +363,17 @@ class EngineState:
 
     def started(self, job_id: str, alloc: Alloc, charge: float) -> RunView:
         """A pending job began a run on `alloc` at the current instant, charged `charge`."""
-        self._record("started", job_id, alloc, charge)
+        if self.journal is not None:
+            self.journal.append(
+                Event(
+                    "started",
+                    (
+                        job_id,
+                        alloc,
+                        charge,
+                    ),
+                )
+            )
         t = self.t
         job = self.pending.jobs[job_id]
         st = self.states[job_id]
@@ -403,14 +416,27 @@ class EngineState:
 
     def finished(self, job_id: str) -> RunView:
         """A run ended because its job completed."""
-        self._record("finished", job_id)
+        if self.journal is not None:
+            self.journal.append(Event("finished", (job_id,)))
         self.need_pass = True
         return self._stop(job_id)
 
     def preempted(self, job_id: str, reason: str, by: str | None, lost_gpu_s: float, kept: float) -> RunView:
         """A run was preempted at the current instant; the job, with `kept` seconds of progress
         saved in total, waits again from now (in its submit position)."""
-        self._record("preempted", job_id, reason, by, lost_gpu_s, kept)
+        if self.journal is not None:
+            self.journal.append(
+                Event(
+                    "preempted",
+                    (
+                        job_id,
+                        reason,
+                        by,
+                        lost_gpu_s,
+                        kept,
+                    ),
+                )
+            )
         view = self._stop(job_id)
         st = self.states[job_id]
         st.kept = kept
@@ -422,7 +448,8 @@ class EngineState:
 
     def cancelled(self, job_id: str) -> None:
         """A job was withdrawn (a user's cancel): it leaves the queue, or its run ends now."""
-        self._record("cancelled", job_id)
+        if self.journal is not None:
+            self.journal.append(Event("cancelled", (job_id,)))
         self.need_pass = True
         if job_id in self.running:
             self._stop(job_id)
@@ -432,7 +459,8 @@ class EngineState:
     def hung(self, job_id: str) -> None:
         """A running job stopped making progress now; past its class's max_stall the watchdog may
         preempt it (`no_progress`)."""
-        self._record("hung", job_id)
+        if self.journal is not None:
+            self.journal.append(Event("hung", (job_id,)))
         self.need_pass = True
         view = self.running.get(job_id)
         if view is None or job_id in self.hung_since:
@@ -446,7 +474,16 @@ class EngineState:
     # ------------------------------------------------------------------ nodes
     def drain(self, nodes: Sequence[int], deadline: float) -> None:
         """Nodes stop taking work now; runs still on them at `deadline` are preempted (`drain`)."""
-        self._record("drain", tuple(nodes), deadline)
+        if self.journal is not None:
+            self.journal.append(
+                Event(
+                    "drain",
+                    (
+                        tuple(nodes),
+                        deadline,
+                    ),
+                )
+            )
         for i in nodes:
             self.fleet.drain(i, deadline)
         if deadline > self.t:
@@ -455,7 +492,8 @@ class EngineState:
 
     def undrain(self, nodes: Sequence[int]) -> list[int]:
         """Nodes take work again; returns those that were draining."""
-        self._record("undrain", tuple(nodes))
+        if self.journal is not None:
+            self.journal.append(Event("undrain", (tuple(nodes),)))
         back = [i for i in nodes if i in self.fleet.draining]
         for i in back:
             self.fleet.undrain(i)
@@ -464,7 +502,10 @@ class EngineState:
 
     def drain_due(self) -> frozenset[int]:
         """Draining nodes whose drain deadline has come."""
-        return frozenset(i for i, d in self.fleet.draining.items() if self.t >= d - TIME_EPS)
+        draining = self.fleet.draining
+        if not draining:
+            return _NONE
+        return frozenset(i for i, d in draining.items() if self.t >= d - TIME_EPS)
 
     # ------------------------------------------------------------------ protection ends
     def settle(self) -> None:
@@ -473,7 +514,8 @@ class EngineState:
         A run that could not be a victim with the rates as they are now (scheduler.may_be_victim)
         gets no pass: rates only change at events, and every event gets a pass of its own, so the
         run is considered at the pass of the event that makes it a possible victim."""
-        self._record("settle")
+        if self.journal is not None:
+            self.journal.append(Event("settle"))
         if not self.protect_ended:
             return
         ended, self.protect_ended = self.protect_ended, []
@@ -495,7 +537,8 @@ class EngineState:
 
     def snapshot(self) -> Snapshot:
         """The core's view of the state now (the ledger integrated up to now)."""
-        self._record("snapshot")
+        if self.journal is not None:
+            self.journal.append(Event("snapshot"))
         owed, used = self.rates_now()
         self._flush()  # the ledger's debt must be current
         return Snapshot(
@@ -523,7 +566,16 @@ class EngineState:
         """Take a pass's decisions: record its holds (backoff, hold audit dedupe) and reservation;
         return the preemptions and starts for the driver to carry out, and the audit records."""
         holds = tuple((h.job, h.reason) for h in d.holds)
-        self._record("applied", holds, d.reservation)
+        if self.journal is not None:
+            self.journal.append(
+                Event(
+                    "applied",
+                    (
+                        holds,
+                        d.reservation,
+                    ),
+                )
+            )
         t, names = self.t, self.nodes
         audit: list[dict[str, Any]] = []
         for p in d.preempts:
