@@ -139,7 +139,7 @@ def test_a_cancelled_job_leaves_the_queue_or_frees_its_gpus() -> None:
     assert set(e.running) == {"a1"} and set(e.pending.jobs) == {"b3"}
     e.begin(6.0)
     e.cancelled("b3")  # pending: it leaves its queue and its group's demand
-    assert not e.pending.jobs and e.node_pending[1] == 0.0
+    assert not e.pending.jobs and e.demand.node_pending[1] == 0.0
     e.cancelled("a1")  # running: its GPUs are free again
     assert not e.running and e.fleet.index.free == [8]
     assert e.pass_due() is False  # nothing left to look at

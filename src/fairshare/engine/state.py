@@ -32,12 +32,9 @@ import bisect
 import dataclasses
 import heapq
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-import numpy as np
 
 from ..core.contract import latest_start, overhead_of
 from ..core.model import TIME_EPS, JobRequest, Knobs, Node, ResolvedException
@@ -46,9 +43,10 @@ from ..core.scheduler import deadline_due, may_be_victim
 from ..core.snapshot import Decisions, JobState, PendingQueues, Preempt, RunView, Snapshot, Start
 from ..core.strategies import Strategy
 from ..core.tree import TreeIndex
+from .demand import Demand
 from .events import Event, Reservation
 from .fleet import Fleet
-from .ledger import DecayLedger, Ledger, Vec
+from .ledger import DecayLedger, Ledger
 from .owed import effective_shares, water_fill
 
 _NONE: frozenset[int] = frozenset()
@@ -109,8 +107,7 @@ class EngineState:
         self.hung_since: dict[str, float] = {}  # job -> since when it makes no progress
         self.deadline_q: list[tuple[float, int, str]] = []  # (latest start, seq, job), sorted
         self.deadline_entry: dict[str, tuple[float, int, str]] = {}
-        self._init_demand(index)
-        self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
+        self.demand = Demand(self.tree, index, setup.nodes, self.rates)
         self.shares = effective_shares(self.tree, setup.exceptions, 0.0)
         n = len(self.tree.paths)
         self.ledger = Ledger(n, setup.window)
@@ -134,26 +131,6 @@ class EngineState:
         self._owed: list[float] = []
         for ex in setup.exceptions:
             self._push(ex.expires_t, "expiry", None)
-
-    def _init_demand(self, index: FreeIndex) -> None:
-        """Pending and running charge per leaf and tree node; per GPU type when there are several."""
-        n = len(self.tree.paths)
-        self.leaf_pending = [0.0] * n
-        self.leaf_used = [0.0] * n
-        self.leaf_pending_n = [0] * n
-        self.node_pending = [0.0] * n
-        self.node_used = [0.0] * n
-        k = len(index.types)
-        self.multi_type = k > 1
-        self.type_rep = [index.node_type.index(ty) for ty in range(k)]  # a node of each type
-        self.leaf_pending_t: Vec = np.zeros((k, n))
-        self.leaf_pending_n_t = np.zeros((k, n), dtype=np.int64)
-        self.leaf_used_t: Vec = np.zeros((k, n))
-        self.leaf_runs_t = np.zeros((k, n), dtype=np.int64)
-        self.up: Vec = np.zeros((n, n))  # up[leaf, a] = 1 when a is the leaf or one of its ancestors
-        for leaf in self.tree.leaves:
-            for a in self.tree.leaf_ancestors[leaf]:
-                self.up[leaf, a] = 1.0
 
     # ------------------------------------------------------------------ journal and rebuild
     @classmethod
@@ -240,24 +217,10 @@ class EngineState:
         self.need_pass = True
 
     # ------------------------------------------------------------------ rates
-    def _leaf_changed(self, leaf: int) -> None:
-        """Re-add the leaf's ancestors from their children (exact: no running float residue)."""
-        pending, used, children = self.node_pending, self.node_used, self.tree.children
-        pending[leaf], used[leaf] = self.leaf_pending[leaf], self.leaf_used[leaf]
-        for a in self.tree.leaf_ancestors[leaf][1:]:
-            pending[a] = sum(pending[c] for c in children[a])
-            used[a] = sum(used[c] for c in children[a])
-
-    def type_charges(self, job: JobRequest) -> list[tuple[int, float]]:
-        """(type id, charge on a node of that type) for every GPU type the job may use."""
-        index = self.fleet.index
-        ids = range(len(index.types)) if job.gpu_types is None else [index.type_id[t] for t in job.gpu_types]
-        return [(ty, job.charge_on(self.nodes[self.type_rep[ty]], self.rates)) for ty in ids]
-
     def _owed_used(self) -> tuple[list[float], list[float]]:
         """Owed rate (water-filling) and running charge of every tree node, now."""
-        used = list(self.node_used)
-        demand = [p + u for p, u in zip(self.node_pending, used, strict=True)]
+        used = list(self.demand.node_used)
+        demand = [p + u for p, u in zip(self.demand.node_pending, used, strict=True)]
         # owed depends on demand, capacity and shares only: a start or a preemption moves charge
         # between pending and running and leaves it as it was
         key = (demand, self.fleet.capacity, self.shares)
@@ -284,29 +247,8 @@ class EngineState:
             self.listener.rates_changed(self)
 
     def fragmented_gpus(self) -> float:
-        """Idle GPUs of types that some pending job could use but not be placed on (FORMATS.md)."""
-        if not self.pending_shapes:
-            return 0.0
-        index = self.fleet.index
-        # per type: nodes taking work with at least x free GPUs (suffix sums), and free GPUs in total
-        at_least: list[list[int]] = []
-        free = index.free_t
-        for buckets in index.buckets:
-            suffix = [len(b) for b in buckets]
-            for x in range(len(suffix) - 2, -1, -1):
-                suffix[x] += suffix[x + 1]
-            at_least.append(suffix)
-        blocked: set[int] = set()
-        all_types = range(len(index.types))
-        for types, gpus, k in self.pending_shapes:
-            ids = all_types if types is None else [index.type_id[t] for t in types]
-            ok = [ty for ty in ids if at_least[ty][0] > 0]
-            if gpus > sum(free[ty] for ty in ok):
-                continue
-            per = -(-gpus // k)
-            if not any(per < len(at_least[ty]) and at_least[ty][per] >= k for ty in ok):
-                blocked.update(ok)
-        return float(sum(free[ty] for ty in sorted(blocked)))
+        """Idle GPUs that some pending job could use but not be placed on (FORMATS.md)."""
+        return self.demand.fragmented_gpus()
 
     # ------------------------------------------------------------------ jobs
     def submit(self, job: JobRequest) -> None:
@@ -319,14 +261,7 @@ class EngineState:
 
     def _to_pending(self, job: JobRequest) -> None:
         self.pending.add(job, self.fleet.index)
-        self.leaf_pending[job.leaf] += job.charge
-        self.leaf_pending_n[job.leaf] += 1
-        self._leaf_changed(job.leaf)
-        if self.multi_type:
-            for ty, c in self.type_charges(job):
-                self.leaf_pending_t[ty, job.leaf] += c
-                self.leaf_pending_n_t[ty, job.leaf] += 1
-        self.pending_shapes[(job.gpu_types, job.gpus, job.nodes)] += 1
+        self.demand.add_pending(job)
         if job.deadline is not None:
             st = self.states[job.id]
             entry = (latest_start(job, st.starts > 0, st.kept), job.seq, job.id)
@@ -341,21 +276,7 @@ class EngineState:
 
     def _from_pending(self, job: JobRequest) -> None:
         self.pending.remove(job)
-        if self.multi_type:
-            for ty, c in self.type_charges(job):
-                self.leaf_pending_n_t[ty, job.leaf] -= 1
-                left = self.leaf_pending_n_t[ty, job.leaf]
-                self.leaf_pending_t[ty, job.leaf] = self.leaf_pending_t[ty, job.leaf] - c if left else 0.0
-        self.leaf_pending_n[job.leaf] -= 1
-        # reset to an exact zero when empty, so float residue never reads as demand
-        self.leaf_pending[job.leaf] = (
-            self.leaf_pending[job.leaf] - job.charge if self.leaf_pending_n[job.leaf] else 0.0
-        )
-        self._leaf_changed(job.leaf)
-        key = (job.gpu_types, job.gpus, job.nodes)
-        self.pending_shapes[key] -= 1
-        if not self.pending_shapes[key]:
-            del self.pending_shapes[key]
+        self.demand.remove_pending(job)
         entry = self.deadline_entry.pop(job.id, None)
         if entry is not None:
             del self.deadline_q[bisect.bisect_left(self.deadline_q, entry)]
@@ -364,16 +285,7 @@ class EngineState:
     def started(self, job_id: str, alloc: Alloc, charge: float) -> RunView:
         """A pending job began a run on `alloc` at the current instant, charged `charge`."""
         if self.journal is not None:
-            self.journal.append(
-                Event(
-                    "started",
-                    (
-                        job_id,
-                        alloc,
-                        charge,
-                    ),
-                )
-            )
+            self.journal.append(Event("started", (job_id, alloc, charge)))
         t = self.t
         job = self.pending.jobs[job_id]
         st = self.states[job_id]
@@ -384,11 +296,7 @@ class EngineState:
         st.starts += 1
         self.running[job_id] = view
         self.by_leaf.setdefault(job.leaf, {})[job_id] = view
-        self.leaf_used[job.leaf] += charge
-        ty = self.fleet.index.node_type[alloc[0][0]]
-        self.leaf_used_t[ty, job.leaf] += charge
-        self.leaf_runs_t[ty, job.leaf] += 1
-        self._leaf_changed(job.leaf)
+        self.demand.add_run(job.leaf, self.fleet.index.node_type[alloc[0][0]], charge)
         self.last_hold.pop(job_id, None)
         if (self.strategy.victims.preempts or self.strategy.deadline_reservation) and job.protected > 0:
             self._push(view.protected_until, "protect", (job_id, st.starts))
@@ -405,12 +313,7 @@ class EngineState:
         for i, g in view.alloc:
             self.fleet.change_free(i, g)
         ty = self.fleet.index.node_type[view.alloc[0][0]]
-        self.leaf_runs_t[ty, leaf] -= 1
-        self.leaf_used_t[ty, leaf] = (
-            self.leaf_used_t[ty, leaf] - view.charge if self.leaf_runs_t[ty, leaf] else 0.0
-        )
-        self.leaf_used[leaf] = self.leaf_used[leaf] - view.charge if leaf in self.by_leaf else 0.0
-        self._leaf_changed(leaf)
+        self.demand.remove_run(leaf, ty, view.charge, leaf in self.by_leaf)
         self.dirty = True
         return view
 
@@ -425,18 +328,7 @@ class EngineState:
         """A run was preempted at the current instant; the job, with `kept` seconds of progress
         saved in total, waits again from now (in its submit position)."""
         if self.journal is not None:
-            self.journal.append(
-                Event(
-                    "preempted",
-                    (
-                        job_id,
-                        reason,
-                        by,
-                        lost_gpu_s,
-                        kept,
-                    ),
-                )
-            )
+            self.journal.append(Event("preempted", (job_id, reason, by, lost_gpu_s, kept)))
         view = self._stop(job_id)
         st = self.states[job_id]
         st.kept = kept
@@ -475,15 +367,7 @@ class EngineState:
     def drain(self, nodes: Sequence[int], deadline: float) -> None:
         """Nodes stop taking work now; runs still on them at `deadline` are preempted (`drain`)."""
         if self.journal is not None:
-            self.journal.append(
-                Event(
-                    "drain",
-                    (
-                        tuple(nodes),
-                        deadline,
-                    ),
-                )
-            )
+            self.journal.append(Event("drain", (tuple(nodes), deadline)))
         for i in nodes:
             self.fleet.drain(i, deadline)
         if deadline > self.t:
@@ -493,7 +377,16 @@ class EngineState:
     def undrain(self, nodes: Sequence[int]) -> list[int]:
         """Nodes take work again; returns those that were draining."""
         if self.journal is not None:
-            self.journal.append(Event("undrain", (tuple(nodes),)))
+            self.journal.append(
+                Event(
+                    "undrain",
+                    (
+                        tuple(
+                            nodes,
+                        )
+                    ),
+                )
+            )
         back = [i for i in nodes if i in self.fleet.draining]
         for i in back:
             self.fleet.undrain(i)
@@ -567,15 +460,7 @@ class EngineState:
         return the preemptions and starts for the driver to carry out, and the audit records."""
         holds = tuple((h.job, h.reason) for h in d.holds)
         if self.journal is not None:
-            self.journal.append(
-                Event(
-                    "applied",
-                    (
-                        holds,
-                        d.reservation,
-                    ),
-                )
-            )
+            self.journal.append(Event("applied", (holds, d.reservation)))
         t, names = self.t, self.nodes
         audit: list[dict[str, Any]] = []
         for p in d.preempts:

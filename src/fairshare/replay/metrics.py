@@ -91,8 +91,9 @@ class MetricsFeed:
             rates[3] = rates[1]
             rates[4] = rates[0]
         else:
-            np.matmul(engine.leaf_used_t, engine.up, out=rates[3 : 3 + k])
-            demand_t = (engine.leaf_pending_t + engine.leaf_used_t) @ engine.up
+            d = engine.demand
+            np.matmul(d.leaf_used_t, d.up, out=rates[3 : 3 + k])
+            demand_t = (d.leaf_pending_t + d.leaf_used_t) @ d.up
             for ty in range(k):
                 rates[3 + k + ty] = water_fill(
                     engine.tree, fleet.cap_t[ty], demand_t[ty].tolist(), engine.shares
