@@ -426,7 +426,9 @@ class EngineState:
     # ------------------------------------------------------------------ passes
     def pass_due(self) -> bool:
         """An event at this instant may change a pass's outcome, and a pass has work to look at."""
-        return self.need_pass and bool(len(self.pending) or self.hung_since or self.drain_due())
+        return self.need_pass and bool(
+            len(self.pending) or self.hung_since or (self.fleet.draining and self.drain_due())
+        )
 
     def snapshot(self) -> Snapshot:
         """The core's view of the state now (the ledger integrated up to now)."""
