@@ -9,20 +9,22 @@ from __future__ import annotations
 import csv
 import dataclasses
 import difflib
+import io
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._units import parse_duration
+from .._units import fmt_duration, parse_duration
 from ..core.model import LABELS, JobRequest, Node, charge_on
 from ..core.tree import TreeIndex
-from ..errors import InputError
-from ._validation import reading_errors
+from ..errors import InputError, warn
+from . import limits
+from ._validation import read_text, reading_errors, text_problem
 from .cluster import Cluster
-from .policy import Policy
+from .policy import JobClass, Policy
 
 COLUMNS = (
     "job_id",
@@ -111,18 +113,45 @@ class _Row:
             at = f"line {self.line}, key {key}"
         return InputError(self.where, at, message)
 
-    def text(self, key: str) -> str | None:
+    # One rule for every value (README "Limits and bad input"): a CSV cell is text; a JSON value
+    # is read as the same text would be, but its JSON type must fit the key: text keys take
+    # strings, number keys numbers or strings holding one, `resumable` true/false or the words
+    # below; null and "" are absent. Nested objects and lists are errors.
+
+    def _given(self, key: str) -> Any:
         v = self.values.get(key)
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return None
+        if isinstance(v, dict | list):
+            raise self.fail(
+                key, f"expected a single value, got a JSON {'object' if isinstance(v, dict) else 'list'}"
+            )
+        return v
+
+    def text(self, key: str, *, name: bool = False) -> str | None:
+        v = self._given(key)
         if v is None:
             return None
-        s = str(v).strip() if not isinstance(v, bool) else ("true" if v else "false")
+        if not isinstance(v, str):
+            raise self.fail(key, f"expected text (a JSON string), got {v!r}")
+        s = v.strip()
+        if name:
+            problem = text_problem(s, name=True)
+            if problem:
+                raise self.fail(key, f"the {key} {s[:60]!r} {problem}")
         return s or None
 
     def number(
-        self, key: str, *, required: bool = False, positive: bool = False, minimum: float | None = None
+        self,
+        key: str,
+        *,
+        required: bool = False,
+        positive: bool = False,
+        minimum: float | None = None,
+        maximum: float | None = None,
     ) -> float | None:
-        v = self.values.get(key)
-        if v is None or (isinstance(v, str) and not v.strip()):
+        v = self._given(key)
+        if v is None:
             if required:
                 raise self.fail(key, "a value is required")
             return None
@@ -130,36 +159,50 @@ class _Row:
             if isinstance(v, bool):
                 raise ValueError
             x = float(v)
-        except (TypeError, ValueError):
-            raise self.fail(key, f"expected a number, got {v!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise self.fail(key, f"expected a number, got {_show(v)}") from None
         if not math.isfinite(x):
-            raise self.fail(key, f"expected a finite number, got {v!r}")
+            raise self.fail(key, f"expected a finite number, got {_show(v)}")
         if positive and not x > 0:
-            raise self.fail(key, f"must be > 0, got {v!r}")
+            raise self.fail(key, f"must be > 0, got {_show(v)}")
         if minimum is not None and x < minimum:
-            raise self.fail(key, f"must be >= {minimum:g}, got {v!r}")
+            raise self.fail(key, f"must be >= {minimum:g}, got {_show(v)}")
+        if maximum is not None and x > maximum:
+            raise self.fail(key, f"must be at most {limits.fmt_limit(maximum)} (the limit), got {_show(v)}")
         return x
 
-    def integer(self, key: str, *, required: bool = False, minimum: int = 1) -> int | None:
+    def integer(
+        self, key: str, *, required: bool = False, minimum: int = 1, maximum: int | None = None
+    ) -> int | None:
         x = self.number(key, required=required)
         if x is None:
             return None
         if x != int(x) or x < minimum:
-            raise self.fail(key, f"expected a whole number >= {minimum}, got {self.values.get(key)!r}")
+            raise self.fail(key, f"expected a whole number >= {minimum}, got {_show(self.values.get(key))}")
+        if maximum is not None and x > maximum:
+            raise self.fail(
+                key,
+                f"must be at most {limits.fmt_limit(maximum)} (the limit), got {_show(self.values.get(key))}",
+            )
         return int(x)
 
     def duration(self, key: str) -> float | None:
-        v = self.values.get(key)
-        if v is None or (isinstance(v, str) and not v.strip()):
+        v = self._given(key)
+        if v is None:
             return None
         try:
-            return parse_duration(v)
+            x = parse_duration(v)
         except ValueError as exc:
             raise self.fail(key, str(exc)) from None
+        if x > limits.MAX_DURATION:
+            raise self.fail(
+                key, f"must be at most {limits.fmt_limit(limits.MAX_DURATION)} (the limit), got {_show(v)}"
+            )
+        return x
 
     def boolean(self, key: str) -> bool | None:
-        v = self.values.get(key)
-        if v is None or (isinstance(v, str) and not v.strip()):
+        v = self._given(key)
+        if v is None:
             return None
         if isinstance(v, bool):
             return v
@@ -168,7 +211,12 @@ class _Row:
             return True
         if s in ("false", "0", "no", "n"):
             return False
-        raise self.fail(key, f"expected true or false, got {v!r}")
+        raise self.fail(key, f"expected true or false, got {_show(v)}")
+
+
+def _show(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _holds_member(node: Node, per: int, k: int, cpus: float | None, mem: float | None) -> bool:
@@ -203,6 +251,7 @@ class WorkloadBuilder:
             proto = Node("", "", g, ty, c, m, "")
             self.kinds_by_type.setdefault(ty, []).append((proto, count))
         self.seen: set[str] = set()
+        self.late: list[tuple[int, float]] = []  # (line, deadline - submit) of deadlines before submit
         self._fit_cache: dict[tuple[Any, ...], tuple[int | None, str | None, float]] = {}
 
     def _gang_size(
@@ -210,8 +259,16 @@ class WorkloadBuilder:
     ) -> int | None:
         """The fewest nodes of one allowed type that hold the job (FORMATS.md default `nodes`):
         k divides `gpus` and at least k nodes of the type each have gpus/k GPUs, and cpus/k CPUs
-        and mem/k GB when the job gives them. None when no gang size fits."""
-        for k in range(1, gpus + 1):
+        and mem/k GB when the job gives them. None when no gang size fits.
+
+        Only k from gpus / (the most GPUs a node of these types has) up to the number of such
+        nodes can fit: the loop is bounded by the cluster, not by the job's GPUs."""
+        kinds = [kc for ty in types for kc in self.kinds_by_type[ty]]
+        most = max((n.gpus for n, _ in kinds), default=0)
+        if not most:
+            return None
+        count = sum(c for _, c in kinds)
+        for k in range(max(1, -(-gpus // most)), min(gpus, count) + 1):
             if gpus % k:
                 continue
             per = gpus // k
@@ -298,16 +355,63 @@ class WorkloadBuilder:
         )
 
     def build(self, row: _Row, seq: int) -> Job:
+        """One job from one row: its identity, its shape on the cluster, its contract."""
         for key in row.values:
             if key not in COLUMNS:
                 raise row.fail(key, f"unknown column {key!r} (known: {', '.join(COLUMNS)})")
-        job_id = row.text("job_id")
+        job_id, submit, group, leaf, cls_name, cls = self._identity(row)
+        gpus = row.integer("gpus", required=True, minimum=self.min_gpus, maximum=limits.MAX_JOB_GPUS)
+        assert gpus is not None
+        work = row.number("work", required=True, positive=True, maximum=limits.MAX_DURATION)
+        assert work is not None
+        nodes, types, any_type, cpus, mem, charge = self._shape(row, gpus)
+        label = (row.text("label") or "medium").lower()
+        if label not in LABELS:
+            raise row.fail("label", f"label must be one of high, medium, low; got {label!r}")
+        deadline = row.number("deadline", minimum=0.0, maximum=limits.MAX_TIME)
+        if deadline is not None and deadline < submit:
+            self.late.append((row.line, deadline - submit))
+        if deadline is None and cls.deadline is not None:
+            deadline = submit + cls.deadline
+        protected, capped, resumable, checkpoint = self._contract(row, cls)
+        stall_after = row.number("stall_after", positive=True, maximum=limits.MAX_DURATION)
+        estimate = row.number("estimate", positive=True, maximum=limits.MAX_DURATION)
+        request = JobRequest(
+            id=job_id,
+            submit=submit,
+            group=group,
+            leaf=leaf,
+            user=row.text("user", name=True),
+            cls=cls_name,
+            gpus=gpus,
+            nodes=nodes,
+            gpu_types=None if any_type else tuple(types),
+            cpus=cpus,
+            mem_gb=mem,
+            estimate=work if estimate is None else estimate,
+            label=label,
+            deadline=deadline,
+            protected=protected,
+            protected_capped=capped,
+            resumable=resumable,
+            checkpoint=checkpoint,
+            restore=cls.restore,
+            startup=cls.startup,
+            max_stall=cls.max_stall,
+            charge=charge,
+            seq=seq,
+        )
+        return Job(request, work, stall_after)
+
+    def _identity(self, row: _Row) -> tuple[str, float, str, int, str, JobClass]:
+        """job_id (unique), submit, group (a leaf of the tree) and its node, class name and class."""
+        job_id = row.text("job_id", name=True)
         if job_id is None:
             raise row.fail("job_id", "a value is required")
         if job_id in self.seen:
             raise row.fail("job_id", f"duplicate job_id {job_id!r}")
         self.seen.add(job_id)
-        submit = row.number("submit", required=True, minimum=0.0)
+        submit = row.number("submit", required=True, minimum=0.0, maximum=limits.MAX_TIME)
         assert submit is not None
         group = row.text("group")
         if group is None:
@@ -333,10 +437,11 @@ class WorkloadBuilder:
                 f"{_did_you_mean(cls_name, self.policy.classes)} "
                 f"(known: {', '.join(self.policy.classes)})",
             )
-        gpus = row.integer("gpus", required=True, minimum=self.min_gpus)
-        assert gpus is not None
-        work = row.number("work", required=True, positive=True)
-        assert work is not None
+        return job_id, submit, group, node, cls_name, cls
+
+    def _shape(self, row: _Row, gpus: int) -> tuple[int, list[str], bool, float | None, float | None, float]:
+        """Gang size, allowed GPU types (and whether any type goes), CPUs, memory and the pending
+        charge of a job of `gpus` GPUs; one that fits no pool is an error naming the column to blame."""
         types_text = row.text("gpu_type")
         types: list[str]
         if types_text:
@@ -349,21 +454,18 @@ class WorkloadBuilder:
                     )
         else:
             types = sorted(self.known_types)
-        nodes = row.integer("nodes")
+        nodes = row.integer("nodes", maximum=limits.MAX_NODES)
         if nodes is not None and gpus % nodes:
             raise row.fail("nodes", f"{gpus} GPUs do not divide evenly over {nodes} nodes")
-        cpus = row.number("cpus", positive=True)
-        mem = row.number("mem_gb", positive=True)
+        cpus = row.number("cpus", positive=True, maximum=limits.MAX_JOB_CPUS)
+        mem = row.number("mem_gb", positive=True, maximum=limits.MAX_JOB_MEM_GB)
         size, problem, charge = self._fit(gpus, nodes, types, cpus, mem)
         if problem is not None or size is None:
             raise row.fail(*self._misfit(gpus, nodes, types, cpus, mem))
-        nodes = size
-        label = (row.text("label") or "medium").lower()
-        if label not in LABELS:
-            raise row.fail("label", f"label must be one of high, medium, low; got {label!r}")
-        deadline = row.number("deadline")
-        if deadline is None and cls.deadline is not None:
-            deadline = submit + cls.deadline
+        return size, types, not types_text, cpus, mem, charge
+
+    def _contract(self, row: _Row, cls: JobClass) -> tuple[float, bool, bool, float]:
+        """Protection (capped by the class, and whether it was), resumable and checkpoint."""
         asked = row.duration("protected")
         protected = cls.protected if asked is None else asked
         capped = protected > cls.protected_cap
@@ -375,34 +477,20 @@ class WorkloadBuilder:
             checkpoint = cls.checkpoint
         if resumable and not (checkpoint and checkpoint > 0):
             raise row.fail("resumable", "a resumable job needs a checkpoint interval > 0")
-        stall_after = row.number("stall_after", positive=True)
-        estimate = row.number("estimate", positive=True)
-        request = JobRequest(
-            id=job_id,
-            submit=submit,
-            group=group,
-            leaf=node,
-            user=row.text("user"),
-            cls=cls_name,
-            gpus=gpus,
-            nodes=nodes,
-            gpu_types=tuple(types) if types_text else None,
-            cpus=cpus,
-            mem_gb=mem,
-            estimate=work if estimate is None else estimate,
-            label=label,
-            deadline=deadline,
-            protected=protected,
-            protected_capped=capped,
-            resumable=resumable,
-            checkpoint=float(checkpoint) if resumable and checkpoint else 0.0,
-            restore=cls.restore,
-            startup=cls.startup,
-            max_stall=cls.max_stall,
-            charge=charge,
-            seq=seq,
+        return protected, capped, resumable, float(checkpoint) if resumable and checkpoint else 0.0
+
+    def warn_late_deadlines(self, where: str) -> None:
+        """One warning for the jobs whose deadline is before their submit (they cannot meet it)."""
+        if not self.late:
+            return
+        line, by = self.late[0]
+        more = f" and {len(self.late) - 1:,} more" if len(self.late) > 1 else ""
+        warn(
+            where,
+            f"line {line}, key deadline",
+            f"the deadline is {fmt_duration(-by)} before the job's submit (deadlines are absolute "
+            f"times on the replay clock, not durations): it cannot be met{more}",
         )
-        return Job(request, work, stall_after)
 
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -412,8 +500,9 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
 
 def _csv_rows(path: Path) -> Iterator[_Row]:
     where = str(path)
-    with reading_errors(str(path)), path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
+    text = read_text(path)
+    with reading_errors(where):
+        reader = csv.reader(io.StringIO(text, newline=""))
         try:
             header = next(reader)
         except StopIteration:
@@ -437,42 +526,84 @@ def _csv_rows(path: Path) -> Iterator[_Row]:
         for key in REQUIRED:
             if key not in columns:
                 raise InputError(where, "line 1", f"required column {key!r} is missing")
+        line = reader.line_num + 1  # where the next record starts
         for cells in reader:
+            start, line = line, reader.line_num + 1
             if not cells or all(not c.strip() for c in cells):
                 continue
+            spanning(where, start, reader.line_num, cells, header)
             if len(cells) != len(header):
-                raise InputError(
-                    where, f"line {reader.line_num}", f"expected {len(header)} cells, got {len(cells)}"
-                )
-            yield _Row(where, reader.line_num, dict(zip(header, cells, strict=True)), columns)
+                raise InputError(where, f"line {start}", f"expected {len(header)} cells, got {len(cells)}")
+            yield _Row(where, start, dict(zip(header, cells, strict=True)), columns)
+
+
+def spanning(where: str, start: int, end: int, cells: list[str], header: Sequence[str]) -> None:
+    """A record of a table spans lines only when a quoted cell holds a line break: no workload or
+    trace value may (names refuse control characters), so it is an error at the record's first
+    line, and most often a quote that is never closed."""
+    if end == start:
+        return
+    i = next((k for k, c in enumerate(cells) if "\n" in c or "\r" in c), len(cells) - 1)
+    name = f" ({header[i]})" if i < len(header) else ""
+    raise InputError(
+        where,
+        f"line {start}, column {i + 1}{name}",
+        f'a quoted cell runs from line {start} to line {end}: a quote (") that is never closed, or '
+        "a line break inside a value",
+    )
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(f"duplicate key {k!r} (JSON keeps only the last; give each key once)")
+        out[k] = v
+    return out
 
 
 def _jsonl_rows(path: Path) -> Iterator[_Row]:
     where = str(path)
-    with reading_errors(str(path)), path.open(encoding="utf-8-sig") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    where, f"line {n}, column {exc.colno}", f"not valid JSON: {exc.msg}"
-                ) from None
-            if not isinstance(obj, dict):
-                raise InputError(where, f"line {n}", "expected a JSON object")
-            row = _Row(where, n, obj, None)
-            for key in REQUIRED:
-                if key not in obj:
-                    raise row.fail(key, "required key is missing")
-            yield row
+    for n, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line, object_pairs_hook=_no_duplicates)
+        except json.JSONDecodeError as exc:
+            raise InputError(where, f"line {n}, column {exc.colno}", f"not valid JSON: {exc.msg}") from None
+        except _DuplicateKey as exc:
+            raise InputError(where, f"line {n}", str(exc)) from None
+        except RecursionError:
+            raise InputError(where, f"line {n}", "not valid JSON here: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+            raise InputError(where, f"line {n}", f"not valid JSON here: {exc}") from None
+        if not isinstance(obj, dict):
+            raise InputError(where, f"line {n}", "expected a JSON object")
+        row = _Row(where, n, obj, None)
+        for key in REQUIRED:
+            if key not in obj:
+                raise row.fail(key, "required key is missing")
+        yield row
 
 
 def build_jobs(
     rows: Iterable[_Row], policy: Policy, tree: TreeIndex, cluster: Cluster, min_gpus: int = 1
 ) -> list[Job]:
     b = WorkloadBuilder(policy, tree, cluster, min_gpus)
-    jobs = [b.build(r, i) for i, r in enumerate(rows)]
+    jobs = []
+    where = ""
+    for i, r in enumerate(rows):
+        if i >= limits.MAX_JOBS:
+            raise InputError(
+                r.where, f"line {r.line}", f"more than {limits.MAX_JOBS:,} jobs in one workload (the limit)"
+            )
+        where = r.where
+        jobs.append(b.build(r, i))
+    b.warn_late_deadlines(where)
     jobs.sort(key=lambda j: (j.submit, j.seq))
     # seq becomes the position in submit order (file order breaks ties): queues order by it
     return [
@@ -485,7 +616,8 @@ def load_workload(path: Path | str, policy: Policy, tree: TreeIndex, cluster: Cl
     p = Path(path)
     if not p.exists():
         raise InputError(str(p), "", "file not found")
-    rows = _jsonl_rows(p) if p.suffix in (".jsonl", ".ndjson", ".json") else _csv_rows(p)
+    suffix = Path(p.name.removesuffix(".gz")).suffix
+    rows = _jsonl_rows(p) if suffix in (".jsonl", ".ndjson", ".json") else _csv_rows(p)
     jobs = build_jobs(rows, policy, tree, cluster)
     if not jobs:
         raise InputError(str(p), "", "the workload has no jobs")
