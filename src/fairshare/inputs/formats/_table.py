@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from .._validation import reading_errors
-from ..workload import _Row
+from .._validation import read_text, reading_errors
+from ..workload import _Row, spanning
 
 
 class TraceRow(_Row):
@@ -102,11 +102,11 @@ def read_table(path: Path, required: Sequence[str], what: str) -> Table:
     where = str(path)
     if not path.is_file():
         raise InputError(where, "", "file not found")
+    text = read_text(path)
     with reading_errors(where), gc_paused():
-        text = path.read_text(encoding="utf-8-sig")
         linenos: list[int] | None = None  # None: the line of record i is i + 1
         if '"' in text:
-            records, linenos = _quoted(text)
+            records, linenos = _quoted(text, where)
         else:  # no quoting: a line is a row, cells split on commas (much faster than csv.reader)
             records = [line.split(",") for line in text.split("\n")]
         header, index, start = _header(records, linenos, where, required, what)
@@ -161,11 +161,18 @@ def _header(
     raise InputError(where, "line 1", "empty file: expected a header row")
 
 
-def _quoted(text: str) -> tuple[list[list[str]], list[int]]:
+def _quoted(text: str, where: str) -> tuple[list[list[str]], list[int]]:
+    """Records and the line each starts on; a record spanning lines is an error (`spanning`)."""
     reader = csv.reader(io.StringIO(text, newline=""))
     rows: list[list[str]] = []
     lines: list[int] = []
+    header: list[str] = []
+    line = 1
     for cells in reader:
+        start, line = line, reader.line_num + 1
+        if not header and cells:
+            header = [c.strip() for c in cells]
+        spanning(where, start, reader.line_num, cells, header)
         rows.append(cells if cells else [""])
-        lines.append(reader.line_num)
+        lines.append(start)
     return rows, lines
