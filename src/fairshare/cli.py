@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
+import signal
 import sys
+import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from ._units import fmt_duration, instant
 from .core.strategies import STRATEGIES
 from .core.tree import TreeIndex
-from .errors import InputError
+from .errors import InputError, InputWarning
+from .inputs import limits
 from .inputs._validation import load_yaml, validate
-from .inputs.policy import Policy
+from .inputs.policy import Policy, review_warnings
 from .replay.results import Comparison
 
 if TYPE_CHECKING:
@@ -26,12 +31,62 @@ DEFAULT_POLICIES = "fairshare,priority-labels,fifo"
 CHART_WORKER_MIN_JOBS = 2000  # jobs x policies: below this the replays are too short to hide a worker's start
 
 
-def _fail(exc: InputError) -> None:
+def _fail(exc: InputError) -> NoReturn:
     click.echo(f"error: {exc}", err=True)
     sys.exit(2)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
+EXIT_TERMINATED = 143  # SIGTERM: 128 + 15
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the program is so that every `with` block cleans up on the way out."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """Input warnings as `warning: <file>: <where>: <message>`; others without a source path."""
+    click.echo(f"warning: {message}", err=True)
+
+
+class _Main(click.Group):
+    """The command group: input warnings printed plainly, and clean interrupts. Ctrl-C exits 130
+    and SIGTERM 143, after every command has removed what it had not finished (README)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        previous = signal.getsignal(signal.SIGTERM)
+        try:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread: leave SIGTERM alone
+            previous = None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("always", InputWarning)
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted: nothing unfinished was left behind", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except Terminated:
+            click.echo("terminated: nothing unfinished was left behind", err=True)
+            ctx.exit(EXIT_TERMINATED)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fairshare")
 def main() -> None:
     """Budget-based fair-share scheduling for GPU clusters: check policies, replay and compare."""
@@ -55,6 +110,7 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
 
             cl = load_cluster(cluster, pol)
             resolve_exceptions(pol, tree, cl.epoch, str(policy), strict=True)
+            review_warnings(pol, str(policy), cl.epoch, f"before the cluster's epoch, {cl.epoch.date()}")
             click.echo(
                 f"cluster {cluster}: {len(cl.nodes)} nodes, {cl.total_gpus()} GPUs "
                 f"({', '.join(cl.gpu_types)})"
@@ -81,7 +137,15 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
 
 
 def _warn_past_expiries(pol: Policy, where: Path) -> None:
+    """Without a cluster there is no epoch: dates are judged against today, which the output says
+    (so it changes with the day)."""
     today = dt.datetime.now(dt.UTC)
+    if pol.exceptions or _has_review(pol.tree):
+        click.echo(
+            f"note: no --cluster, so no epoch: expiry and review dates are judged against today, "
+            f"{today.date()} (give --cluster to judge them against the replay's epoch)"
+        )
+    review_warnings(pol, str(where), today, f"before today, {today.date()}")
     for i, ex in enumerate(pol.exceptions):
         try:
             t = instant(ex.expires, today)
@@ -93,6 +157,10 @@ def _warn_past_expiries(pol: Policy, where: Path) -> None:
                 f"expired",
                 err=True,
             )
+
+
+def _has_review(nodes: Any) -> bool:
+    return any(n.review is not None or _has_review(n.children) for n in nodes)
 
 
 def _tree_text(pol: Policy, tree: TreeIndex) -> str:
@@ -136,13 +204,36 @@ def scenarios() -> None:
         click.echo(f"{name:<18} {text}")
 
 
+class _Progress:
+    """Progress of one comparison's replays: a bar on a terminal; elsewhere (CI, `2>file`) one
+    line per finished replay, so a long run is never silent."""
+
+    def __init__(self, label: str, total: int) -> None:
+        self.label = label
+        self.bar: Any = None
+        self.started = time.monotonic()
+        if sys.stderr.isatty():
+            self.bar = click.progressbar(length=total, label=f"{label:<18}", file=sys.stderr)
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def finished(self, policy: str) -> None:
+        if self.bar is None:
+            took = time.monotonic() - self.started
+            click.echo(f"replayed {self.label} under {policy} ({took:.1f} s)", err=True)
+            self.started = time.monotonic()
+
+
 @contextmanager
-def _progress(label: str, total: int) -> Iterator[Callable[[int], None] | None]:
-    if not sys.stderr.isatty():
-        yield None
+def _progress(label: str, total: int) -> Iterator[_Progress]:
+    progress = _Progress(label, total)
+    if progress.bar is None:
+        yield progress
         return
-    with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
-        yield bar.update
+    with progress.bar:
+        yield progress
 
 
 def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -186,7 +277,7 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--repeat",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=1, max=limits.MAX_REPEAT),
             default=1,
             show_default=True,
             help="Trace formats: replay the window N times back to back (same arrival rate).",
@@ -235,6 +326,14 @@ def _window_options(
             hi = parse_duration(tail) if tail.strip() else None
         except ValueError as exc:
             raise InputError("--clip-duration", clip, str(exc)) from None
+        for side, x in (("MIN", lo), ("MAX", hi)):
+            if x is not None and not 0 < x <= limits.MAX_DURATION:
+                raise InputError(
+                    "--clip-duration",
+                    clip,
+                    f"{side} must be a run time above 0 and at most {limits.fmt_limit(limits.MAX_DURATION)}"
+                    f", got {fmt_duration(x) if x else '0s'}",
+                )
         if lo is not None and hi is not None and hi < lo:
             raise InputError("--clip-duration", clip, "MAX is below MIN")
     return TraceOptions(
@@ -294,7 +393,13 @@ def _file_inputs(
 
 @main.command()
 @click.option("--scenario", help="A built-in scenario name, or 'all'.")
-@click.option("--seed", default=1, show_default=True, help="Seed of the scenario generator.")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, limits.MAX_SEED),
+    default=1,
+    show_default=True,
+    help="Seed of the scenario generator.",
+)
 @_source_options
 @click.option(
     "--policies",
@@ -331,13 +436,15 @@ def compare(
     from .inputs.scenarios import SCENARIOS
     from .replay.runner import check_policies, inputs_from_scenario
     from .replay.runner import compare as run_compare
+    from .replay.staging import StagedOutput
     from .report.html import ChartPool, write_report
     from .report.table import format_comparison
 
     try:
         names = check_policies(policies.split(","))
+        staged = StagedOutput(out, "compare")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
-        jobs: list[tuple[Path, Inputs]] = []
+        jobs: list[tuple[str, Inputs]] = []  # (folder under OUT, inputs)
         if scenario is not None:
             if policy_path or cluster or workload or trace:
                 raise InputError(
@@ -349,30 +456,32 @@ def compare(
                     raise InputError(
                         "--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})"
                     )
-                jobs.append((out / s, inputs_from_scenario(SCENARIOS[s](seed))))
+                jobs.append((s, inputs_from_scenario(SCENARIOS[s](seed))))
         else:
             inputs = _file_inputs(
                 "compare", trace, policy_path, cluster, workload, workload_format, cluster_format, options
             )
             _echo_notes(inputs.notes)
-            jobs.append((out, inputs))
+            jobs.append(("", inputs))
+        stage = staged.begin()
     except InputError as exc:
         _fail(exc)
     # a chart worker starts now and imports matplotlib while the replays run, unless they are short
     replayed = sum(len(inputs.jobs) for _, inputs in jobs) * len(names)
-    with ChartPool(None if replayed >= CHART_WORKER_MIN_JOBS else 0) as pool:
+    with staged, ChartPool(None if replayed >= CHART_WORKER_MIN_JOBS else 0) as pool:
         comparisons: list[Comparison] = []
         try:
             for folder, inputs in jobs:
-                with _progress(f"{inputs.name:<18}", len(inputs.jobs) * len(names)) as bar:
-                    comp = run_compare(inputs, names, folder, bar)
+                with _progress(inputs.name, len(inputs.jobs) * len(names)) as bar:
+                    comp = run_compare(
+                        inputs, names, stage / folder, bar.update, finished=bar.finished, final=out / folder
+                    )
                 comparisons.append(comp)
                 click.echo(format_comparison(comp))
                 click.echo("")
         except InputError as exc:
             _fail(exc)
-        out.mkdir(parents=True, exist_ok=True)
-        write_report(out / "report.html", comparisons, pool=pool)
+        write_report(stage / "report.html", comparisons, pool=pool)
     click.echo(f"wrote {out / 'report.html'}")
     if require_gates:
         failed = [
@@ -428,19 +537,25 @@ def replay(
     """
     from .replay.runner import check_policies
     from .replay.runner import compare as run_compare
+    from .replay.staging import StagedOutput
     from .report.table import format_comparison
 
     try:
-        names = check_policies([policy_name])
+        names = check_policies([policy_name], "--policy-name")
+        staged = StagedOutput(out, "replay")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         inputs = _file_inputs(
             "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options
         )
         _echo_notes(inputs.notes)
-        with _progress(f"{inputs.name:<18}", len(inputs.jobs)) as bar:
-            comp = run_compare(inputs, names, out, bar)
+        stage = staged.begin()
     except InputError as exc:
         _fail(exc)
+    with staged, _progress(inputs.name, len(inputs.jobs)) as bar:
+        try:
+            comp = run_compare(inputs, names, stage, bar.update, finished=bar.finished, final=out)
+        except InputError as exc:
+            _fail(exc)
     click.echo(format_comparison(comp))
     click.echo("")
     click.echo(f"wrote {out / names[0]}")
@@ -456,14 +571,13 @@ def replay(
 @click.option("--job", required=True, help="Job id.")
 def explain(out: Path, job: str) -> None:
     """Show the decisions that touched a job, with their evidence, and why it waited."""
-    from .report.explain import explain as explain_job
-    from .report.explain import replay_folders
+    from .report.explain import explain_all
 
     try:
-        texts = [explain_job(f, job) for f in replay_folders(out)]
+        text = explain_all(out, job)
     except InputError as exc:
         _fail(exc)
-    click.echo("\n\n".join(texts))
+    click.echo(text)
 
 
 if __name__ == "__main__":

@@ -193,12 +193,17 @@ def inputs_from_scenario(data: ScenarioData) -> Inputs:
     return Inputs(data.name, data.description, policy, text, f"{where}: policy", tree, cluster, jobs)
 
 
-def check_policies(names: Sequence[str]) -> list[str]:
-    out = []
+def check_policies(names: Sequence[str], option: str = "--policies") -> list[str]:
+    """The policy names, each known and given once; errors name the option the user typed."""
+    out: list[str] = []
     for raw in names:
         n = raw.strip()
+        if not n:
+            raise InputError(option, ",".join(names), "an empty policy name (a comma too many?)")
         if n not in STRATEGIES:
-            raise InputError("--policies", n, f"unknown policy (known: {', '.join(STRATEGIES)})")
+            raise InputError(option, n, f"unknown policy (known: {', '.join(STRATEGIES)})")
+        if n in out:
+            raise InputError(option, ",".join(names), f"{n} is given twice: each policy is replayed once")
         out.append(n)
     return out
 
@@ -220,15 +225,39 @@ def run_policy(
 
 
 def compare(
-    inputs: Inputs, policies: Sequence[str], out: Path | None, progress: Callable[[int], None] | None = None
+    inputs: Inputs,
+    policies: Sequence[str],
+    out: Path | None,
+    progress: Callable[[int], None] | None = None,
+    *,
+    finished: Callable[[str], None] | None = None,
+    final: Path | None = None,
 ) -> Comparison:
+    """Replay `inputs` under each policy, writing `out/<policy>/` when `out` is given.
+
+    `progress(n)` hears of jobs done, `len(inputs.jobs)` per policy in all (jobs still running at
+    the horizon count as done when the replay ends); `finished(policy)` of each replay written.
+    `final` is where `out` will be once in place (a staged output), for the results' `out_dir`.
+    """
     results = []
     for name in policies:
-        output = run_policy(inputs, name, progress)
+        told = 0
+
+        def tick(n: int) -> None:
+            nonlocal told
+            told += n
+            if progress is not None:
+                progress(n)
+
+        output = run_policy(inputs, name, tick if progress is not None else None)
+        if progress is not None and told < len(inputs.jobs):
+            progress(len(inputs.jobs) - told)
         folder = None
         if out is not None:
-            folder = out / name
-            write_replay(folder, inputs.cluster, inputs.policy_text, output)
+            write_replay(out / name, inputs.cluster, inputs.policy_text, output)
+            folder = (final or out) / name
+        if finished is not None:
+            finished(name)
         r = output.result
         results.append(
             type(r)(
