@@ -115,6 +115,13 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
                 f"cluster {cluster}: {len(cl.nodes)} nodes, {cl.total_gpus()} GPUs "
                 f"({', '.join(cl.gpu_types)})"
             )
+            for pool in cl.pools:
+                untracked = [k for k in ("cpus", "mem_gb") if not getattr(pool, k)]
+                if untracked:
+                    click.echo(
+                        f"note: pool {pool.name} gives no {' or '.join(untracked)} (0 = not tracked): jobs' "
+                        f"{' and '.join(untracked)} are neither checked against its nodes nor charged there"
+                    )
             if workload is not None:
                 from .inputs.workload import load_workload
 

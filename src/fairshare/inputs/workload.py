@@ -106,12 +106,14 @@ class _Row:
     def __init__(self, where: str, line: int, values: dict[str, Any], columns: dict[str, int] | None):
         self.where, self.line, self.values, self.columns = where, line, values, columns
 
-    def fail(self, key: str, message: str) -> InputError:
+    def at(self, key: str) -> str:
+        """Where the value of `key` is: line and column of a CSV, line and key of JSON Lines."""
         if self.columns is not None and key in self.columns:
-            at = f"line {self.line}, column {self.columns[key]} ({key})"
-        else:
-            at = f"line {self.line}, key {key}"
-        return InputError(self.where, at, message)
+            return f"line {self.line}, column {self.columns[key]} ({key})"
+        return f"line {self.line}, key {key}"
+
+    def fail(self, key: str, message: str) -> InputError:
+        return InputError(self.where, self.at(key), message)
 
     # One rule for every value (README "Limits and bad input"): a CSV cell is text; a JSON value
     # is read as the same text would be, but its JSON type must fit the key: text keys take
@@ -251,7 +253,7 @@ class WorkloadBuilder:
             proto = Node("", "", g, ty, c, m, "")
             self.kinds_by_type.setdefault(ty, []).append((proto, count))
         self.seen: set[str] = set()
-        self.late: list[tuple[int, float]] = []  # (line, deadline - submit) of deadlines before submit
+        self.late: list[tuple[str, float]] = []  # (where, deadline - submit) of deadlines before submit
         self._fit_cache: dict[tuple[Any, ...], tuple[int | None, str | None, float]] = {}
 
     def _gang_size(
@@ -370,7 +372,7 @@ class WorkloadBuilder:
             raise row.fail("label", f"label must be one of high, medium, low; got {label!r}")
         deadline = row.number("deadline", minimum=0.0, maximum=limits.MAX_TIME)
         if deadline is not None and deadline < submit:
-            self.late.append((row.line, deadline - submit))
+            self.late.append((row.at("deadline"), deadline - submit))
         if deadline is None and cls.deadline is not None:
             deadline = submit + cls.deadline
         protected, capped, resumable, checkpoint = self._contract(row, cls)
@@ -483,11 +485,15 @@ class WorkloadBuilder:
         """One warning for the jobs whose deadline is before their submit (they cannot meet it)."""
         if not self.late:
             return
-        line, by = self.late[0]
-        more = f" and {len(self.late) - 1:,} more" if len(self.late) > 1 else ""
+        at, by = self.late[0]
+        more = (
+            f" ({len(self.late) - 1:,} more jobs have a deadline before their submit)"
+            if len(self.late) > 1
+            else ""
+        )
         warn(
             where,
-            f"line {line}, key deadline",
+            at,
             f"the deadline is {fmt_duration(-by)} before the job's submit (deadlines are absolute "
             f"times on the replay clock, not durations): it cannot be met{more}",
         )

@@ -22,7 +22,7 @@ from ..inputs.formats import (
     get_workload_format,
     trace_file,
 )
-from ..inputs.policy import Policy
+from ..inputs.policy import Policy, review_warnings
 from ..inputs.scenarios import ScenarioData
 from ..inputs.workload import Job, jobs_from_dicts, load_workload
 from .outputs import write_replay
@@ -52,6 +52,7 @@ def inputs_from_files(
     cluster = build_cluster(
         validate(ClusterSpec, load_yaml(cluster_path), str(cluster_path)), str(cluster_path), policy
     )
+    review_warnings(policy, str(policy_path), cluster.epoch, f"before the epoch, {cluster.epoch.date()}")
     jobs = load_workload(workload_path, policy, tree, cluster)
     return Inputs(
         name,
@@ -122,6 +123,7 @@ def inputs_from_sources(
     pol = validate(Policy, raw, policy_where)
     tree = TreeIndex.build(pol.tree)
     built = build_cluster(spec, source.where, pol)
+    review_warnings(pol, policy_where, built.epoch, f"before the epoch, {built.epoch.date()}")
     jobs = loaded.jobs(pol, tree, built)
     if not jobs:
         raise InputError(loaded.where, "", "the workload has no jobs")

@@ -31,13 +31,11 @@ class TraceRow(_Row):
         super().__init__(where, line, values, None)
         self.trace_columns = columns
 
-    def fail(self, key: str, message: str) -> InputError:
+    def at(self, key: str) -> str:
         col = self.trace_columns.get(key)
         if col is not None:
-            at = f"line {self.line}, column {col[0]} ({col[1]})"
-        else:
-            at = f"line {self.line} (job {key})"
-        return InputError(self.where, at, message)
+            return f"line {self.line}, column {col[0]} ({col[1]})"
+        return f"line {self.line} (job {key})"
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,14 @@ def repeat(records: list[Record], times: int, where: str) -> list[Record]:
         )
     span = records[-1][1]["submit"] - records[0][1]["submit"] if records else 0.0
     period = span * len(records) / max(1, len(records) - 1) if len(records) > 1 else 1.0
+    last = (records[-1][1]["submit"] if records else 0.0) + (times - 1) * period
+    if last > limits.MAX_TIME:
+        raise InputError(
+            "--repeat",
+            str(times),
+            f"the last copy would arrive {last / limits.YEAR:.3g} years after t = 0, more than the "
+            f"limit of {limits.fmt_limit(limits.MAX_TIME)} ({where})",
+        )
     out = list(records)
     for k in range(1, times):
         for line, values in records:
