@@ -214,7 +214,7 @@ def test_an_input_error_during_the_replays_leaves_the_previous_output(tmp_path: 
     cluster = yaml.safe_load((EX / "cluster.yaml").read_text())
     cluster["epoch"] = "2026-12-10T00:00:00Z"
     (tmp_path / "late.yaml").write_text(yaml.safe_dump(cluster))
-    args = [
+    args: list[str | Path] = [
         "--policy",
         EX / "policy.yaml",
         "--cluster",
@@ -348,8 +348,8 @@ class KillBench:
             if scratch.exists():
                 shutil.rmtree(scratch)
             shutil.copytree(self.out / name, scratch)
-            res = run_checker(scratch, policy, cluster)
-            assert res.returncode == 0, res.stdout[-2000:]
+            checked = run_checker(scratch, policy, cluster)
+            assert checked.returncode == 0, checked.stdout[-2000:]
         res = invoke("explain", "--out", self.out, "--job", "product-debug-000000")
         assert res.exit_code == 0, res.output
 

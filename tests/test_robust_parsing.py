@@ -24,7 +24,13 @@ from test_inputs import CLUSTER, POLICY, WORKLOAD, assert_input_error, edit, run
     [
         ("policy", "expires: 2026-12-15", "expires: 2026-12-32", "line 20, column 54", "is not a date"),
         ("policy", "owner: a@x", "owner: a@x\n    review: 2027-02-30", "line 7, column 13", "is not a date"),
-        ("cluster", "epoch: 2026-12-01T00:00:00Z", "epoch: 2026-02-30T00:00:00Z", "line 6, column 8", "is not a date"),
+        (
+            "cluster",
+            "epoch: 2026-12-01T00:00:00Z",
+            "epoch: 2026-02-30T00:00:00Z",
+            "line 6, column 8",
+            "is not a date",
+        ),
         ("policy", "window: 7d", "window: 1" + "0" * 5000, "line 1, column 9", "not a number"),
         ("policy", "share: 40", "share: 1" + "0" * 5000 + ".5", "line 5, column 12", ""),
     ],

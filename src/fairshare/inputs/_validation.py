@@ -126,10 +126,16 @@ class AtPath(ValueError):
 
 
 def key_path(loc: Loc) -> str:
+    """`tree[0].children[1].share`; a key that is not a plain printable word is quoted
+    (`classes['de\\u202ebug']`), so an invisible control cannot garble the message."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif part == "[key]":  # pydantic's marker for "the key itself" of a dict entry
+            continue
+        elif not part.isprintable() or any(c in part for c in ".[]'\" "):
+            out += f"[{part!r}]"
         else:
             out += f".{part}" if out else str(part)
     return out

@@ -486,11 +486,7 @@ class WorkloadBuilder:
         if not self.late:
             return
         at, by = self.late[0]
-        more = (
-            f" ({len(self.late) - 1:,} more jobs have a deadline before their submit)"
-            if len(self.late) > 1
-            else ""
-        )
+        more = f" ({len(self.late) - 1:,} more job(s) too)" if len(self.late) > 1 else ""
         warn(
             where,
             at,
