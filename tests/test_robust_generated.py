@@ -140,9 +140,19 @@ EXTRA = [
 
 
 def _set(data: Any, path: tuple[Any, ...], value: Any) -> None:
+    """Set the value at `path`, creating missing sections; skipped when an earlier edit replaced
+    a section on the way by a value that is not one."""
     for key in path[:-1]:
-        data = data.setdefault(key, {}) if isinstance(data, dict) else data[key]
-    data[path[-1]] = value
+        if isinstance(data, dict):
+            data = data.setdefault(key, {})
+        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        else:
+            return
+    if isinstance(data, dict) or (
+        isinstance(data, list) and isinstance(path[-1], int) and path[-1] < len(data)
+    ):
+        data[path[-1]] = value
 
 
 @contextmanager
