@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fairshare import _cli_runtime
 from fairshare.inputs.scenarios import SCENARIOS
 from fairshare.replay.runner import compare, inputs_from_scenario
 
@@ -59,8 +60,6 @@ def test_on_a_terminal_the_bar_reaches_100_percent(tmp_path: Path, monkeypatch: 
 
     import click._termui_impl
 
-    from fairshare import cli
-
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
@@ -69,7 +68,7 @@ def test_on_a_terminal_the_bar_reaches_100_percent(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(sys, "stderr", err)
     monkeypatch.setattr(click._termui_impl, "isatty", lambda f: True)
     inputs = inputs_from_scenario(SCENARIOS["small-burst"](1))
-    with cli._progress(inputs.name, len(inputs.jobs)) as bar:
+    with _cli_runtime.progress(inputs.name, len(inputs.jobs)) as bar:
         compare(inputs, ["fifo"], None, bar.update, finished=bar.finished)
         assert bar.bar is not None and bar.bar.pos == len(inputs.jobs)
     assert "100%" in err.getvalue()

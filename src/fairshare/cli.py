@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
-import signal
 import sys
-import time
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ._cli_runtime import Main, progress
 from ._units import fmt_duration, instant
 from .core.strategies import STRATEGIES
 from .core.tree import TreeIndex
-from .errors import InputError, InputWarning
+from .errors import InputError
 from .inputs import limits
 from .inputs._validation import load_yaml, validate
 from .inputs.policy import Policy, review_warnings
@@ -36,57 +32,7 @@ def _fail(exc: InputError) -> NoReturn:
     sys.exit(2)
 
 
-EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
-EXIT_TERMINATED = 143  # SIGTERM: 128 + 15
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised where the program is so that every `with` block cleans up on the way out."""
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
-
-
-def _show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: Any = None,
-    line: str | None = None,
-) -> None:
-    """Input warnings as `warning: <file>: <where>: <message>`; others without a source path."""
-    click.echo(f"warning: {message}", err=True)
-
-
-class _Main(click.Group):
-    """The command group: input warnings printed plainly, and clean interrupts. Ctrl-C exits 130
-    and SIGTERM 143, after every command has removed what it had not finished (README)."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        previous = signal.getsignal(signal.SIGTERM)
-        try:
-            signal.signal(signal.SIGTERM, _on_sigterm)
-        except ValueError:  # not the main thread: leave SIGTERM alone
-            previous = None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("always", InputWarning)
-                warnings.showwarning = _show_warning
-                return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("\ninterrupted: nothing unfinished was left behind", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
-        except Terminated:
-            click.echo("terminated: nothing unfinished was left behind", err=True)
-            ctx.exit(EXIT_TERMINATED)
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-
-
-@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fairshare")
 def main() -> None:
     """Budget-based fair-share scheduling for GPU clusters: check policies, replay and compare."""
@@ -209,38 +155,6 @@ def scenarios() -> None:
 
     for name, text in DESCRIPTIONS.items():
         click.echo(f"{name:<18} {text}")
-
-
-class _Progress:
-    """Progress of one comparison's replays: a bar on a terminal; elsewhere (CI, `2>file`) one
-    line per finished replay, so a long run is never silent."""
-
-    def __init__(self, label: str, total: int) -> None:
-        self.label = label
-        self.bar: Any = None
-        self.started = time.monotonic()
-        if sys.stderr.isatty():
-            self.bar = click.progressbar(length=total, label=f"{label:<18}", file=sys.stderr)
-
-    def update(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def finished(self, policy: str) -> None:
-        if self.bar is None:
-            took = time.monotonic() - self.started
-            click.echo(f"replayed {self.label} under {policy} ({took:.1f} s)", err=True)
-            self.started = time.monotonic()
-
-
-@contextmanager
-def _progress(label: str, total: int) -> Iterator[_Progress]:
-    progress = _Progress(label, total)
-    if progress.bar is None:
-        yield progress
-        return
-    with progress.bar:
-        yield progress
 
 
 def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -479,7 +393,7 @@ def compare(
         comparisons: list[Comparison] = []
         try:
             for folder, inputs in jobs:
-                with _progress(inputs.name, len(inputs.jobs) * len(names)) as bar:
+                with progress(inputs.name, len(inputs.jobs) * len(names)) as bar:
                     comp = run_compare(
                         inputs, names, stage / folder, bar.update, finished=bar.finished, final=out / folder
                     )
@@ -558,7 +472,7 @@ def replay(
         stage = staged.begin()
     except InputError as exc:
         _fail(exc)
-    with staged, _progress(inputs.name, len(inputs.jobs)) as bar:
+    with staged, progress(inputs.name, len(inputs.jobs)) as bar:
         try:
             comp = run_compare(inputs, names, stage, bar.update, finished=bar.finished, final=out)
         except InputError as exc:
