@@ -205,3 +205,32 @@ def test_every_limit_is_in_the_readme_and_in_docs_formats() -> None:
     assert "## Limits and bad input" in readme
     for value in ("100,000", "1,024", "10 years", "10^9", "2,000,000"):
         assert value in readme, value
+
+
+@pytest.mark.parametrize(
+    ("gpus", "message"),
+    [("99999989", "must be at most 100,000"), ("1" + "0" * 30, "must be at most 102,400,000")],
+    ids=["prime-1e8", "1e30"],
+)
+def test_a_trace_job_of_many_gpus_is_judged_at_once(tmp_path: Path, gpus: str, message: str) -> None:
+    """Philly gangs of 8-GPU nodes: a prime number of GPUs used to count nodes up one by one
+    (99,999,989 GPUs make a gang of as many 1-GPU nodes, more than a cluster can have)."""
+    from test_formats import PHILLY, philly, raises
+
+    text = PHILLY.replace("600.0,1,600.0,teamA", f"600.0,{gpus},600.0,teamA", 1)
+    began = time.monotonic()
+    msg = raises(philly, tmp_path, text)
+    assert time.monotonic() - began < SECONDS
+    assert "philly.csv: line 2, column 3 (num_gpus): " in msg and message in msg, msg
+
+
+def test_an_openb_node_of_too_many_gpus_names_its_line(tmp_path: Path) -> None:
+    from test_formats import NODES, raises, write
+
+    write(
+        tmp_path, "openb_node_list_gpu_node.csv", NODES.replace("n2,32000,131072,4,", "n2,32000,131072,4096,")
+    )
+    from fairshare.inputs.formats import get_cluster_format
+
+    msg = raises(get_cluster_format("openb").read, tmp_path / "openb_node_list_gpu_node.csv")
+    assert "line 4, column 4 (gpu): must be at most 1,024 GPUs per node" in msg, msg

@@ -25,6 +25,7 @@ from typing import Any
 
 from ...core.tree import TreeIndex
 from ...errors import InputError
+from .. import limits
 from ..cluster import Cluster
 from ..policy import Policy
 from ..workload import Job, build_jobs
@@ -95,6 +96,10 @@ class OpenbCluster(ClusterFormat):
         skipped = 0
         for r, cells in enumerate(table.rows):
             gpus = table.whole(r, "gpu", cells[table.index["gpu"]])
+            if gpus > limits.MAX_NODE_GPUS:
+                raise table.fail(
+                    r, "gpu", f"must be at most {limits.MAX_NODE_GPUS:,} GPUs per node (the limit)"
+                )
             if gpus == 0:
                 skipped += 1
                 continue

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...core.tree import TreeIndex
 from ...errors import InputError
+from .. import limits
 from ..cluster import Cluster
 from ..policy import Policy
 from ..workload import Job, build_jobs
@@ -78,10 +79,10 @@ def gang_nodes(gpus: int) -> int | None:
     """Nodes of a job over 8 GPUs: the fewest 8-GPU nodes over which its GPUs divide evenly."""
     if gpus <= NODE_GPUS:
         return None  # one node; the workload builder picks it from the cluster
-    k = -(-gpus // NODE_GPUS)
-    while gpus % k:
-        k += 1
-    return k
+    # the fewest nodes k >= gpus / 8 dividing gpus: gpus over the most GPUs per node (<= 8) that
+    # divide it (eight tries, where counting k up would take as long as a prime number of GPUs)
+    per = max(d for d in range(1, NODE_GPUS + 1) if gpus % d == 0)
+    return gpus // per
 
 
 def default_policy(team_gpu_h: dict[str, float], gpu_types: Sequence[str]) -> dict[str, Any]:
@@ -239,7 +240,9 @@ def _columns(table: Table) -> tuple[list[float], list[float], list[int], list[st
             stamps = np.array(cols[ti], dtype="datetime64[ms]")
             du = np.array(cols[di], dtype=np.float64)
             gp = np.array(cols[gi], dtype=np.int64)
-        ok = not np.isnat(stamps).any() and bool(np.all(np.isfinite(du) & (du > 0)) and np.all(gp >= 1))
+        ok = not np.isnat(stamps).any() and bool(
+            np.all(np.isfinite(du) & (du > 0)) and np.all((gp >= 1) & (gp <= limits.MAX_JOB_GPUS))
+        )
         ts = stamps.astype(np.int64) / 1000.0
     except (ValueError, TypeError, OverflowError, Warning):
         ok = False
@@ -271,4 +274,8 @@ def _slow_row(table: Table, r: int, cells: list[str], ti: int, di: int, gi: int)
     if not w > 0:
         raise table.fail(r, "duration", f"the run time must be > 0 seconds, got {cells[di]!r}")
     g = table.whole(r, "num_gpus", cells[gi], minimum=1)
+    if g > limits.MAX_JOB_GPUS:
+        raise table.fail(
+            r, "num_gpus", f"must be at most {limits.MAX_JOB_GPUS:,} (the limit), got {cells[gi]!r}"
+        )
     return s, w, g
