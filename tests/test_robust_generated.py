@@ -209,7 +209,7 @@ def _yaml(data: Any) -> str:
 
 
 SETTINGS = settings(
-    max_examples=300 if SLOW else 25,
+    max_examples=150 if SLOW else 20,
     derandomize=not SLOW,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
