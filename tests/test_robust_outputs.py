@@ -361,9 +361,11 @@ class KillBench:
 
 
 def _instants(n: int, seed: int) -> list[tuple[signal.Signals, float]]:
+    """n kills, alternately SIGKILL and SIGTERM, spread at random over one run's duration (the
+    run's length varies with the machine's load: a kill may come after it has finished too)."""
     rng = random.Random(seed)
     sigs = [signal.SIGKILL, signal.SIGTERM]
-    return [(sigs[i % 2], (i + rng.random()) / n * 1.1) for i in range(n)]
+    return [(sigs[i % 2], (i + rng.random()) / n) for i in range(n)]
 
 
 def test_compare_killed_at_random_instants_leaves_a_complete_output(tmp_path: Path) -> None:
@@ -376,6 +378,28 @@ def test_compare_killed_at_random_instants_leaves_a_complete_output(tmp_path: Pa
 @pytest.mark.slow
 def test_compare_killed_at_many_random_instants_leaves_a_complete_output(tmp_path: Path) -> None:
     bench = KillBench(tmp_path)
-    seen = [bench.kill_at(sig, f) for sig, f in _instants(24, seed=int(os.environ.get("KILL_SEED", "19")))]
+    seen = [bench.kill_at(sig, f) for sig, f in _instants(14, seed=int(os.environ.get("KILL_SEED", "19")))]
+    seen += [bench.kill_at(sig, 3.0) for sig in (signal.SIGKILL, signal.SIGTERM)]  # after the end
     assert {"previous", "new"} <= set(seen)
     bench.next_run_cleans_up()
+
+
+def test_an_out_that_cannot_be_replaced_is_an_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E.g. OUT is a mount point: the swap fails; the previous output stays, the new one is removed."""
+    import errno
+
+    out = tmp_path / "o"
+    assert invoke("compare", "--scenario", "eight-gpu", "--policies", "fifo", "--out", out).exit_code == 0
+    before = tree(out)
+
+    def busy(stage: Path, target: Path) -> None:
+        raise OSError(errno.EBUSY, "Device or resource busy", str(target))
+
+    monkeypatch.setattr(staging, "_swap", busy)
+    res = invoke("compare", "--scenario", "eight-gpu", "--policies", "fairshare", "--out", out)
+    assert res.exit_code == 2, res.output
+    assert f"error: --out: {out}: cannot be replaced: Device or resource busy" in res.output
+    assert tree(out) == before
+    assert hidden_siblings(out) == []

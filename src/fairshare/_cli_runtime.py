@@ -4,29 +4,21 @@ the `with` blocks on the way out have removed what was not finished), input warn
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
 from typing import Any
 
 import click
 
+from . import interrupts
 from .errors import InputWarning
+from .interrupts import Terminated
 
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
 EXIT_TERMINATED = 143  # SIGTERM: 128 + 15
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised where the program is so that every `with` block cleans up on the way out."""
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
 
 
 def _show_warning(
@@ -46,25 +38,19 @@ class Main(click.Group):
     and SIGTERM 143, after every command has removed what it had not finished (README)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        previous = signal.getsignal(signal.SIGTERM)
         try:
-            signal.signal(signal.SIGTERM, _on_sigterm)
-        except ValueError:  # not the main thread: leave SIGTERM alone
-            previous = None
-        try:
-            with warnings.catch_warnings():
+            with interrupts.handled(), warnings.catch_warnings():
                 warnings.simplefilter("always", InputWarning)
                 warnings.showwarning = _show_warning
-                return super().invoke(ctx)
+                result = super().invoke(ctx)
+                interrupts.check()  # an interrupt whose exception was lost (in a finalizer)
+                return result
         except KeyboardInterrupt:
             click.echo("\ninterrupted: nothing unfinished was left behind", err=True)
             ctx.exit(EXIT_INTERRUPTED)
         except Terminated:
             click.echo("terminated: nothing unfinished was left behind", err=True)
             ctx.exit(EXIT_TERMINATED)
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
 
 
 class Progress:

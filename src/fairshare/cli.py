@@ -389,9 +389,9 @@ def compare(
         _fail(exc)
     # a chart worker starts now and imports matplotlib while the replays run, unless they are short
     replayed = sum(len(inputs.jobs) for _, inputs in jobs) * len(names)
-    with staged, ChartPool(None if replayed >= CHART_WORKER_MIN_JOBS else 0) as pool:
-        comparisons: list[Comparison] = []
-        try:
+    comparisons: list[Comparison] = []
+    try:
+        with staged, ChartPool(None if replayed >= CHART_WORKER_MIN_JOBS else 0) as pool:
             for folder, inputs in jobs:
                 with progress(inputs.name, len(inputs.jobs) * len(names)) as bar:
                     comp = run_compare(
@@ -400,9 +400,9 @@ def compare(
                 comparisons.append(comp)
                 click.echo(format_comparison(comp))
                 click.echo("")
-        except InputError as exc:
-            _fail(exc)
-        write_report(stage / "report.html", comparisons, pool=pool)
+            write_report(stage / "report.html", comparisons, pool=pool)
+    except InputError as exc:  # found while replaying, or OUT could not be replaced
+        _fail(exc)
     click.echo(f"wrote {out / 'report.html'}")
     if require_gates:
         failed = [
@@ -472,11 +472,11 @@ def replay(
         stage = staged.begin()
     except InputError as exc:
         _fail(exc)
-    with staged, progress(inputs.name, len(inputs.jobs)) as bar:
-        try:
+    try:
+        with staged, progress(inputs.name, len(inputs.jobs)) as bar:
             comp = run_compare(inputs, names, stage, bar.update, finished=bar.finished, final=out)
-        except InputError as exc:
-            _fail(exc)
+    except InputError as exc:  # found while replaying, or OUT could not be replaced
+        _fail(exc)
     click.echo(format_comparison(comp))
     click.echo("")
     click.echo(f"wrote {out / names[0]}")

@@ -21,10 +21,15 @@ import json
 import os
 import secrets
 import shutil
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .. import interrupts
 from ..errors import InputError
 from .outputs import MARKER, REPLAY_FILES, read_marker
 
@@ -37,7 +42,8 @@ class StagedOutput:
     """`with StagedOutput(out) as stage:` write into `stage`; on a clean exit it becomes `out`.
 
     The constructor checks `out` (an InputError naming `option` when it cannot be used), so a bad
-    `--out` is refused before any replay runs.
+    `--out` is refused before any replay runs; `begin()` creates the temporary folder, and leaving
+    the block swaps it in (an InputError if OUT cannot be replaced) or removes it.
     """
 
     def __init__(self, out: Path, command: str, option: str = "--out") -> None:
@@ -71,15 +77,36 @@ class StagedOutput:
         stage, self.stage = self.stage, None
         if stage is None:
             return
-        if kind is not None:
-            shutil.rmtree(stage, ignore_errors=True)
-            return
-        try:
-            _write_root_marker(stage, self.command)
-            _swap(stage, self.out)
-        except BaseException:
-            shutil.rmtree(stage, ignore_errors=True)
-            raise
+        with _signals_deferred():  # a Ctrl-C or SIGTERM now waits until OUT is in order
+            if kind is not None:
+                shutil.rmtree(stage, ignore_errors=True)
+                return
+            try:
+                interrupts.check()  # an interrupt whose exception was lost: do not swap
+                _write_root_marker(stage, self.command)
+                _swap(stage, self.out)
+            except OSError as err:  # e.g. OUT is a mount point: it cannot be renamed
+                shutil.rmtree(stage, ignore_errors=True)
+                raise InputError(
+                    self.option, str(self.shown), f"cannot be replaced: {err.strerror or err}"
+                ) from None
+            except BaseException:
+                shutil.rmtree(stage, ignore_errors=True)
+                raise
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM for the duration (they are delivered when it ends), so the swap and
+    the removal of the temporary folder are not cut short by an interrupt."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _usable(out: Path, option: str) -> Path:
