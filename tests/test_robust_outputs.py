@@ -403,3 +403,45 @@ def test_an_out_that_cannot_be_replaced_is_an_input_error(
     assert f"error: --out: {out}: cannot be replaced: Device or resource busy" in res.output
     assert tree(out) == before
     assert hidden_siblings(out) == []
+
+
+def test_an_interrupt_lost_in_a_finalizer_is_raised_again_and_not_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal's exception raised inside a finalizer is swallowed by Python ("Exception
+    ignored"); the handler remembered it, so the output is not swapped in and the command ends 143."""
+    import gc
+
+    from fairshare import interrupts
+
+    class Finalized:
+        def __del__(self) -> None:
+            interrupts._handler(signal.SIGTERM, None)  # as if SIGTERM arrived right here
+
+    with interrupts.handled():
+        Finalized()
+        gc.collect()
+        assert interrupts.received() == signal.SIGTERM
+        assert "Terminated" not in capsys.readouterr().err  # kept off the terminal
+        with pytest.raises(interrupts.Terminated):
+            interrupts.check()
+    assert interrupts.received() == signal.SIGTERM  # until the next command starts
+
+    out = tmp_path / "o"
+    assert invoke("compare", "--scenario", "eight-gpu", "--policies", "fifo", "--out", out).exit_code == 0
+    before = tree(out)
+
+    from fairshare.report import html
+
+    real = html.write_report
+
+    def write_then_lose_a_signal(*args: Any, **kw: Any) -> None:
+        real(*args, **kw)
+        Finalized()
+        gc.collect()
+
+    monkeypatch.setattr(html, "write_report", write_then_lose_a_signal)
+    res = invoke("compare", "--scenario", "eight-gpu", "--policies", "fairshare", "--out", out)
+    assert res.exit_code == 143, res.output
+    assert tree(out) == before
+    assert hidden_siblings(out) == []
