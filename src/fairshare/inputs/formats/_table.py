@@ -15,10 +15,10 @@ from typing import Any
 
 from ...errors import InputError
 from .._validation import read_text, reading_errors
-from ..workload import _Row, spanning
+from ..rows import Row, spanning
 
 
-class TraceRow(_Row):
+class TraceRow(Row):
     """A workload row built from a trace row: errors name the trace's line and column.
 
     `columns` maps a job key (gpus, work, ...) to the (1-based column, column name) of the trace it
