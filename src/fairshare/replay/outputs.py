@@ -21,6 +21,9 @@ from ..inputs.cluster import Cluster
 from .results import ReplayOutput
 
 MARKER = "complete.json"
+#: What wrote a folder (the marker's `fairshare_output`): a replay, or the service's audit export
+#: (decisions.jsonl and events.jsonl of a live system, which `explain` reads alike).
+REPLAY_KIND, EXPORT_KIND = "replay", "audit-export"
 #: Files of a replay folder (FORMATS.md plus series.json), in the order they are written.
 REPLAY_FILES = (
     "cluster.json",
@@ -70,7 +73,7 @@ def write_replay(out: Path, cluster: Cluster, policy_text: str, output: ReplayOu
     try:
         r = output.result
         write_files(
-            partial, files, {"fairshare_output": "replay", "policy": r.strategy, "scenario": r.scenario}
+            partial, files, {"fairshare_output": REPLAY_KIND, "policy": r.strategy, "scenario": r.scenario}
         )
         if out.exists():
             old = out.parent / f".{out.name}.old"
@@ -99,7 +102,7 @@ def verified_folder(folder: Path) -> dict[str, Any]:
     marker = read_marker(folder)
     if (
         marker is None
-        or marker.get("fairshare_output") != "replay"
+        or marker.get("fairshare_output") not in (REPLAY_KIND, EXPORT_KIND)
         or not isinstance(marker.get("files"), dict)
     ):
         raise InputError(

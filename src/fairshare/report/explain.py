@@ -7,7 +7,7 @@ from typing import Any
 
 from .._units import fmt_duration
 from ..errors import InputError
-from ..replay.outputs import MARKER, read_jsonl, read_marker, verified_folder
+from ..replay.outputs import EXPORT_KIND, MARKER, REPLAY_KIND, read_jsonl, read_marker, verified_folder
 
 HOLD_TEXT = {
     "no_capacity": "not enough free GPUs of an allowed type",
@@ -21,10 +21,11 @@ def replay_folders(out: Path) -> list[Path]:
     """The complete replay folders at `out`: `out` itself, or those a compare or replay output
     lists in its complete.json. A folder that did not come from a finished run is refused."""
     marker = read_marker(out)
-    if (out / "events.jsonl").exists() or (marker is not None and marker.get("fairshare_output") == "replay"):
+    kind = marker.get("fairshare_output") if marker is not None else None
+    if (out / "events.jsonl").exists() or kind in (REPLAY_KIND, EXPORT_KIND):
         verified_folder(out)
         return [out]
-    if marker is not None and marker.get("fairshare_output") == "output":
+    if marker is not None and kind == "output":
         listed = marker.get("folders")
         if not isinstance(listed, list) or not listed:
             raise InputError(str(out / MARKER), "", "lists no replay folders: run the command again")
