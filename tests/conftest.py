@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fairshare.core.model import JobRequest
 from fairshare.inputs.scenarios import ScenarioData
 from fairshare.replay.results import ReplayOutput
 from fairshare.replay.runner import Inputs, inputs_from_scenario, run_strategy
@@ -75,6 +77,37 @@ def tiny_cluster(nodes: int = 2, gpus: int = 8, per_block: int | None = None, **
     }
     c.update(over)
     return c
+
+
+def a_request(**fields: Any) -> JobRequest:
+    """A JobRequest for core and engine tests: an 8-GPU resumable training job of leaf 0 (`fields`
+    override any value)."""
+    base = JobRequest(
+        id="j1",
+        submit=0.0,
+        group="a",
+        leaf=0,
+        user=None,
+        cls="train",
+        gpus=8,
+        nodes=1,
+        gpu_types=None,
+        cpus=None,
+        mem_gb=None,
+        estimate=3600.0,
+        label="medium",
+        deadline=None,
+        protected=600.0,
+        protected_capped=False,
+        resumable=True,
+        checkpoint=300.0,
+        restore=30.0,
+        startup=0.0,
+        max_stall=600.0,
+        charge=8.0,
+        seq=0,
+    )
+    return dataclasses.replace(base, **fields)
 
 
 def job(jid: str, submit: float, group: str, cls: str, gpus: int, work: float, **kw: Any) -> dict[str, Any]:

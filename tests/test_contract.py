@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
+from conftest import a_request
 from fairshare.core import contract
 from fairshare.core.contract import latest_start, overhead_of, remaining
-from fairshare.core.model import JobRequest
 from fairshare.inputs.workload import Job
 from fairshare.replay.truth import (
     RunPlan,
@@ -26,30 +26,12 @@ from fairshare.replay.truth import (
 
 # A resumable 8-GPU training job: 1000 s of work, 60 s startup, 30 s restore, checkpoint every 100 s
 # of progress, protected 600 s.
-REQUEST = JobRequest(
-    id="j1",
-    submit=0.0,
+REQUEST = a_request(
     group="research",
-    leaf=0,
     user="u",
-    cls="train",
-    gpus=8,
-    nodes=1,
-    gpu_types=None,
-    cpus=None,
-    mem_gb=None,
     estimate=1000.0,
-    label="medium",
-    deadline=None,
-    protected=600.0,
-    protected_capped=False,
-    resumable=True,
     checkpoint=100.0,
-    restore=30.0,
     startup=60.0,
-    max_stall=600.0,
-    charge=8.0,
-    seq=0,
 )
 TRAIN = Job(REQUEST, work=1000.0, stall_after=None)
 # The same job, not resumable (checkpoint 0 as resolved by the workload loader).

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conftest import a_request
 from fairshare.core import JobRequest, Knobs, Node, TreeIndex, decide, get_strategy
 from fairshare.core.snapshot import Snapshot
 from fairshare.engine import EngineSetup, EngineState, Event
@@ -34,32 +35,16 @@ class Group:
 
 
 def request(job_id: str, group: str, leaf: int, submit: float, gpus: int, **over: Any) -> JobRequest:
-    base = JobRequest(
+    return a_request(
         id=job_id,
-        submit=submit,
         group=group,
         leaf=leaf,
-        user=None,
-        cls="train",
+        submit=submit,
         gpus=gpus,
-        nodes=1,
-        gpu_types=None,
-        cpus=None,
-        mem_gb=None,
-        estimate=3600.0,
-        label="medium",
-        deadline=None,
-        protected=600.0,
-        protected_capped=False,
-        resumable=True,
-        checkpoint=300.0,
-        restore=30.0,
-        startup=0.0,
-        max_stall=600.0,
         charge=float(gpus),
         seq=int(job_id[-1]),
+        **over,
     )
-    return dataclasses.replace(base, **over)
 
 
 def setup_two_teams() -> EngineSetup:
