@@ -208,3 +208,10 @@ def keys_since(tx: Tx, t: float) -> dict[str, float]:
     j = schema.journal.c
     rows = tx.conn.execute(select(j.key, j.t).where(j.key.is_not(None), j.t >= t)).all()
     return {str(k): float(v) for k, v in rows}
+
+
+def usage_of(tx: Tx, job: str) -> list[Interval]:
+    """A job's charged runs, by start."""
+    u = schema.usage.c
+    q = select(schema.usage).where(u.job == job).order_by(u.t_from)
+    return [Interval(r.job, r.leaf, r.charge_rate, r.t_from, r.t_to) for r in tx.conn.execute(q)]

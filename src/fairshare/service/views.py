@@ -147,6 +147,7 @@ class JobRow:
             "waited_s": None if self.waiting_since is None else max(0.0, view.now - self.waiting_since),
             "first_start": iso(self.first_start),
             "last_start": iso(self.last_start),
+            "last_start_t": self.last_start,
             "ended": iso(self.ended),
             "runs": self.runs,
             "preemptions": self.preemptions,
