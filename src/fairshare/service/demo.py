@@ -30,7 +30,7 @@ from ..core.snapshot import Preempt, Start
 from ..errors import InputError
 from ..inputs.cluster import Cluster
 from ..inputs.policy import Policy
-from ..inputs.scenarios import SCENARIOS
+from ..inputs.scenarios import SCENARIOS, ScenarioData
 from ..inputs.workload import Job
 from ..replay.runner import inputs_from_scenario
 from ..replay.truth import kept_on_preempt, plan_run, run_progress
@@ -105,13 +105,17 @@ class Scenario:
         make = SCENARIOS.get(name)
         if make is None:
             raise InputError("--cluster", f"demo:{name}", f"unknown scenario (known: {', '.join(SCENARIOS)})")
-        data = make(seed)
+        return Scenario.from_data(make(seed), seed)
+
+    @staticmethod
+    def from_data(data: ScenarioData, seed: int = 1) -> Scenario:
+        """A scenario from its data (tests build small ones)."""
         inputs = inputs_from_scenario(data)
         epoch = from_iso(inputs.cluster.epoch)
         last = max((j.submit for j in inputs.jobs), default=0.0)
         period = inputs.cluster.horizon or (math.ceil((last + 86400.0) / 86400.0) * 86400.0)
         return Scenario(
-            name,
+            data.name,
             seed,
             inputs.policy,
             _live_policy_text(data.policy),

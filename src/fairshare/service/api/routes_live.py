@@ -72,6 +72,7 @@ def _head(v: View) -> dict[str, Any]:
         "as_of_t": v.now,
         "engine_t": v.t,
         "view": v.version,
+        "journal_seq": v.status.get("journal_seq"),
         "role": v.role,
         "policy_sha256": v.policy_sha,
         "window_h": v.window / 3600.0,
