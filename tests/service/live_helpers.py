@@ -3,6 +3,7 @@ a crash must not break, and a clean rebuild of the engine from the stored journa
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable
@@ -54,8 +55,9 @@ def small_scenario(jobs: int = 60, seed: int = 3) -> Scenario:
         cls = rng.choice(["debug", "debug", "train", "eval"])
         gpus = {"debug": 1, "train": rng.choice([4, 8]), "eval": 2}[cls]
         work = {"debug": 600.0, "train": 3 * 3600.0, "eval": 1800.0}[cls] * rng.uniform(0.5, 1.5)
-        rec = {"job_id": f"{group.replace('/', '-')}-{cls}-{i:03d}", "submit": round(i * 900 * rng.uniform(0.5, 1.5), 1),
-               "group": group, "class": cls, "gpus": gpus, "work": round(work, 1)}  # fmt: skip
+        rec = {"job_id": f"{group.replace('/', '-')}-{cls}-{i:03d}", "group": group, "class": cls,
+               "gpus": gpus, "submit": round(i * 900 * rng.uniform(0.5, 1.5), 1),
+               "work": round(work, 1)}  # fmt: skip
         if i == 7:
             rec["stall_after"] = 600.0
             rec["class"], rec["gpus"] = "train", 4
@@ -109,12 +111,17 @@ def check_invariants(store: Store, engine: LiveEngine) -> dict[str, int]:
     with store.read(snapshot=True) as tx:
         verdict = audit.verify(tx)
         assert verdict.ok, verdict.reason
-        runs = [dict(r._mapping) for r in tx.conn.execute(select(schema.demo_runs).order_by(schema.demo_runs.c.id))]
+        runs = [
+            dict(r._mapping)
+            for r in tx.conn.execute(select(schema.demo_runs).order_by(schema.demo_runs.c.id))
+        ]
         usage = {(iv.job, iv.t_from): iv for iv in journal.usage_between(tx, -math.inf, math.inf)}
         keys = journal.keys_since(tx, -math.inf)
         starts = {
             (r.job, r._mapping["t"])
-            for r in tx.conn.execute(select(schema.audit.c.job, schema.audit.c.t).where(schema.audit.c.decision == "start"))
+            for r in tx.conn.execute(
+                select(schema.audit.c.job, schema.audit.c.t).where(schema.audit.c.decision == "start")
+            )
         }
     # the cluster never ran a job twice at once, and never started a job the loop had not decided
     by_job: dict[str, list[dict[str, Any]]] = {}
@@ -122,7 +129,7 @@ def check_invariants(store: Store, engine: LiveEngine) -> dict[str, int]:
         by_job.setdefault(r["job"], []).append(r)
     for job, rs in by_job.items():
         rs.sort(key=lambda r: r["t0"])
-        for a, b in zip(rs, rs[1:], strict=False):
+        for a, b in itertools.pairwise(rs):
             assert a["t_end"] is not None and a["t_end"] <= b["t0"], f"{job}: overlapping runs {a} {b}"
         for r in rs:
             assert (job, r["t0"]) in starts, f"{job}: a run at {r['t0']} without a committed start decision"
@@ -141,10 +148,9 @@ def check_invariants(store: Store, engine: LiveEngine) -> dict[str, int]:
     leaf_of = {row.path: i for i, row in enumerate(ledger.tree)}
     charged = [0.0] * len(ledger.tree)
     for iv in usage.values():
-        i = leaf_of[iv.leaf]
         c = iv.charged(-math.inf, engine.t)
-        for a in engine.tree.leaf_ancestors[i]:
-            charged[a] += c
+        for anc in engine.tree.leaf_ancestors[leaf_of[iv.leaf]]:
+            charged[anc] += c
     for row, c in zip(ledger.tree, charged, strict=True):
         assert math.isclose(row.delivered_s, c, rel_tol=1e-9, abs_tol=1e-6), (row.path, row.delivered_s, c)
     return {"runs": len(runs), "usage": len(usage), "jobs": len(by_job)}

@@ -176,7 +176,9 @@ def test_an_exception_applies_at_once_and_stops_at_its_expiry(db_url: str) -> No
         nlp = e.tree.index()["ml/nlp"]
         assert e.shares[nlp] == 50 + 50
         v = view_of(e, clock.t)
-        assert v.node("ml/nlp") is not None and v.node("ml/nlp").effective_share > v.node("ml/vision").effective_share  # type: ignore[union-attr]
+        nlp_row, vision_row = v.node("ml/nlp"), v.node("ml/vision")
+        assert nlp_row is not None and vision_row is not None
+        assert nlp_row.effective_share > vision_row.effective_share
         run(loop, clock, 3 * 3600)
         assert e.shares[nlp] == 50
         with store.read() as tx:
@@ -209,7 +211,7 @@ def test_submissions_and_cancellations_through_the_cluster(tmp_path: object) -> 
         assert e.info["big-3"].state == "cancelled" and "big-3" not in e.pending.jobs
         assert e.info["big-1"].state == "cancelled" and "big-1" not in e.running
         bad = {"group": "nowhere", "class": "train", "gpus": 1, "estimate": 60.0}
-        backend.build_job = lambda *a: None  # type: ignore[assignment,return-value]  # the cluster takes anything
+        backend.build_job = lambda *a: None  # type: ignore[assignment]  # the cluster takes anything
         backend.submit("bad-1", bad, c.t)
         run(loop, c, 60, step=60)
         assert "bad-1" in e.rejected and "no group 'nowhere'" in e.rejected["bad-1"]
