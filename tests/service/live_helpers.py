@@ -83,7 +83,8 @@ def make_loop(store: Store, scenario: Scenario, clock: Callable[[], float], **op
     def backend() -> DemoCluster:
         return DemoCluster(store, scenario, holder[0].build_truth_job)
 
-    loop = SchedulerLoop(store, backend, clock, LoopOptions(speed=0, forecast_s=0.0, publish_s=0.0, **opts))
+    options = {"speed": 0.0, "forecast_s": 0.0, "publish_s": 0.0, **opts}
+    loop = SchedulerLoop(store, backend, clock, LoopOptions(**options))
     holder.append(loop)
     assert loop.take_lock()
     loop.become_writer()

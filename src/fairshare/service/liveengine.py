@@ -322,7 +322,7 @@ HOLD_TEXT: dict[str, str] = {
     "no_capacity": "not enough free GPUs of the types it may use",
     "fragmented": "enough GPUs are free in total, but not on few enough nodes for its shape",
     "reserved": "the free GPUs it would fit on are reserved for a larger job that has waited longer",
-    "no_victims": "its group is owed GPUs, but no running job may be preempted for it yet "
-    "(runs still in their protected window, or their groups are not over-served)",
+    "no_victims": "no free GPUs fit it, and no running job may be preempted for it (runs still in "
+    "their protected window, or of groups no more over-served than its own)",
     "queued": "jobs ahead of it in the fair-share order take the free GPUs first",
 }

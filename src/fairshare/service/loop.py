@@ -96,7 +96,7 @@ class LoopOptions:
     poll_s: float = 5.0  # wall seconds between looks at a cluster that cannot say when it changes
     refresh_s: float = 1.0  # wall seconds between views while idle (the ledger moves with time)
     publish_s: float = 0.25  # at most this stale while busy
-    forecast_s: float = 2.0  # wall seconds between forecasts
+    forecast_s: float = 1.0  # wall seconds between forecasts (0.2 when a new job has none yet)
     forecast_passes: int = 3000
     follow_s: float = 1.0  # a reader's look at the journal
     speed: float = 1.0  # sim seconds per wall second (the demo's clock), for sleeping
@@ -528,10 +528,12 @@ class SchedulerLoop:
     def _forecast(self) -> None:
         e = self.engine
         assert e is not None
-        if self.wall() - self.last_forecast < self.opt.forecast_s:
+        since = self.wall() - self.last_forecast
+        pending = list(e.pending.jobs)
+        missing = any(j not in self.forecasts for j in pending)
+        if since < self.opt.forecast_s and not (missing and since >= min(0.2, self.opt.forecast_s)):
             return
         self.last_forecast = self.wall()
-        pending = list(e.pending.jobs)
         if not pending:
             self.forecasts, self.forecast_at = {}, e.t
             return

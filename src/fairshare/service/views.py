@@ -494,5 +494,6 @@ def _summary(
         top = against[0]
         parts.append(f"Most jobs ahead of it come from {top['group']} ({top['jobs_ahead']}).")
     if forecast is not None:
-        parts.append(f"Forecast start: {iso(forecast)} (if no one else arrives).")
+        at = (iso(round(forecast / 60) * 60) or "").replace("T", " ").replace(":00Z", " UTC")
+        parts.append(f"Forecast start: {at} (if no one else arrives).")
     return " ".join(parts)

@@ -7,7 +7,7 @@ const HOLD_SHORT = {
   no_capacity: "no free GPUs of its type",
   fragmented: "GPUs free, but scattered",
   reserved: "GPUs reserved for a bigger job",
-  no_victims: "owed GPUs; nothing preemptible yet",
+  no_victims: "no GPUs free; nothing preemptible for it",
   queued: "jobs ahead take the free GPUs",
 };
 const state = { token: null, selected: null, usageNode: "", tree: null, status: null, timer: null };
@@ -156,8 +156,10 @@ function renderUsage(u) {
     if (i >= 0) first = Math.min(first, i);
   }
   first = Math.max(0, Math.min(first - 1, u.starts.length - 24));
-  const starts = u.starts.slice(first);
-  const series = (p, k) => u.nodes[p][k].slice(first);
+  // the current bucket is partial: shown once a tenth of it has passed
+  const last = u.as_of_t - u.starts[u.starts.length - 1] < 0.1 * u.bucket_s ? u.starts.length - 1 : u.starts.length;
+  const starts = u.starts.slice(first, last);
+  const series = (p, k) => u.nodes[p][k].slice(first, last);
   const n = starts.length;
   let ymax = 1;
   for (const p of shown) for (const k of ["owed", "delivered"]) for (const v of series(p, k)) ymax = Math.max(ymax, v);
@@ -299,6 +301,9 @@ function decisionText(d) {
     case "exception_created": return `exception: +${e.extra_share} share for ${e.group} until ${e.expires} (${e.approver})`;
     case "exception_applied": return `exception in force: +${e.extra_share} share for ${e.group}`;
     case "exception_expired": return `exception ended: ${e.group}`;
+    case "token_created": return `token ${e.name} created (${e.role}${e.node ? " of " + e.node : ""}) by ${e.by}`;
+    case "token_revoked": return `token ${e.name} revoked by ${e.by}`;
+    case "submit_rejected": return `${d.job} refused: ${e.reason}`;
     case "start_failed": case "preempt_failed": return `${d.decision.replace("_", " ")}: ${d.job}: ${e.reason}`;
     default: return `${d.decision}${d.job ? " " + d.job : ""}`;
   }
@@ -320,7 +325,7 @@ function renderExceptions(list, now) {
 function renderReview(r) {
   const items = [];
   for (const n of r.nodes_past_review || []) {
-    const late = n.days_overdue > 0 ? `${n.days_overdue} days overdue` : "due today";
+    const late = n.days_overdue > 0 ? `${n.days_overdue} day${n.days_overdue > 1 ? "s" : ""} overdue` : "due today";
     items.push(el("li", { "data-path": n.path }, el("b", {}, n.path), ` review ${n.review} (${late})`,
       n.owner ? ` — owner ${n.owner}` : "", n.hypothesis ? ` — hypothesis: “${n.hypothesis}”` : ""));
   }
