@@ -52,12 +52,14 @@ def chromium() -> str:
     if not Path(CHROMIUM).exists():
         reason = _install_chromium()
         if not Path(CHROMIUM).exists():
-            pytest.fail(f"cannot run the browser test: {reason or 'no chromium after installing'}", pytrace=False)
+            pytest.fail(
+                f"cannot run the browser test: {reason or 'no chromium after installing'}", pytrace=False
+            )
     return CHROMIUM
 
 
 @pytest.fixture
-def browser_env() -> Iterator[dict[str, str]]:
+def browser_env() -> Iterator[dict[str, str | float | bool]]:
     """A short TMPDIR of its own for Chromium (its socket paths must be short; a failed launch
     leaves profile folders behind), removed afterwards."""
     folder = tempfile.mkdtemp(prefix="fs-chr-", dir="/tmp")
@@ -128,7 +130,7 @@ def _signed(x: float) -> str:
 
 
 def test_the_dashboard_follows_a_pending_job_to_its_explanation(
-    server: Server, chromium: str, artifacts: Path, browser_env: dict[str, str]
+    server: Server, chromium: str, artifacts: Path, browser_env: dict[str, str | float | bool]
 ) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -161,15 +163,24 @@ def test_the_dashboard_follows_a_pending_job_to_its_explanation(
             page.wait_for_selector("#explain:not([hidden]) #x-position[data-value]")
             assert page.locator("#x-job").inner_text() == job["id"]
             assert page.locator("#x-position").get_attribute("data-value") == str(explain["position"])
-            assert page.locator("#x-position").inner_text() == f"#{explain['position']} of {explain['queue_length']}"
-            assert page.locator("#x-group-position").get_attribute("data-value") == str(explain["group_position"])
+            assert (
+                page.locator("#x-position").inner_text()
+                == f"#{explain['position']} of {explain['queue_length']}"
+            )
+            assert page.locator("#x-group-position").get_attribute("data-value") == str(
+                explain["group_position"]
+            )
             debt = float(page.locator("#x-group-debt").get_attribute("data-value") or "nan")
             assert math.isclose(debt, explain["group"]["debt_gpu_h"])
-            assert page.locator("#x-group-debt").inner_text().startswith(_signed(explain["group"]["debt_gpu_h"]))
+            assert (
+                page.locator("#x-group-debt").inner_text().startswith(_signed(explain["group"]["debt_gpu_h"]))
+            )
             assert page.locator("#x-why").inner_text() == explain["why_pending_text"]
             assert page.locator("#x-summary").inner_text() == explain["summary"]
             forecast = page.locator("#x-forecast").get_attribute("data-value")
-            assert forecast == ("" if explain["next_opportunity_t"] is None else str(explain["next_opportunity_t"]))
+            assert forecast == (
+                "" if explain["next_opportunity_t"] is None else str(explain["next_opportunity_t"])
+            )
             against = page.locator("#x-against tbody tr")
             assert against.count() == len(explain["loses_to"])
             page.wait_for_selector("#x-decisions li")
@@ -183,7 +194,7 @@ def test_the_dashboard_follows_a_pending_job_to_its_explanation(
 
 
 def test_the_dashboard_asks_for_a_token_and_refuses_a_bad_one(
-    server: Server, chromium: str, browser_env: dict[str, str]
+    server: Server, chromium: str, browser_env: dict[str, str | float | bool]
 ) -> None:
     from playwright.sync_api import sync_playwright
 

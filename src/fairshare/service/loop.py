@@ -155,7 +155,9 @@ class SchedulerLoop:
         self.last_forecast = -math.inf
         self.last_publish = -math.inf
         self.pass_times: deque[float] = deque(maxlen=5000)  # wall seconds of recent passes
+        self.pass_log: deque[tuple[float, float]] = deque(maxlen=20000)  # (unix time, seconds) of passes
         self.cycle_times: deque[float] = deque(maxlen=5000)
+        self.cycle_log: deque[tuple[float, float, float]] = deque(maxlen=20000)  # (unix time, s, lag)
         self.passes = 0
         self.cycles = 0
         self.policies_cache: dict[str, Policy] = {}
@@ -284,6 +286,7 @@ class SchedulerLoop:
             actions = e.apply(d)
             took = self.wall() - t0
             self.pass_times.append(took)
+            self.pass_log.append((time.time(), took))
             self.passes += 1
             for observer in self.on_pass:
                 observer(took)
@@ -308,6 +311,7 @@ class SchedulerLoop:
             del self.seen[k]
         self.cycles += 1
         self.cycle_times.append(self.wall() - started)
+        self.cycle_log.append((time.time(), self.wall() - started, self.clock() - e.t))
         self._forecast()
         self.publish(force=d is not None and self.wall() - self.last_publish >= self.opt.publish_s)
 

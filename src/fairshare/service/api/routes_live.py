@@ -122,7 +122,13 @@ async def usage(request: Request, _: FastCaller, node: Annotated[Path | None, Qu
 
 
 @router.get("/api/status", summary="The loop: role, clock, speed, pass durations, exceptions in force")
-async def status(request: Request, _: FastCaller) -> JSON:
+async def status(
+    request: Request,
+    _: FastCaller,
+    log: Annotated[
+        bool, Query(description="Add the recent passes and cycles: [unix time, seconds(, lag)]")
+    ] = False,
+) -> JSON:
     live = _live(request)
     v = live.view
     body = {
@@ -141,6 +147,9 @@ async def status(request: Request, _: FastCaller) -> JSON:
         "exceptions_in_force": [{**e, "expires": iso(e.get("expires_t"))} for e in v.exceptions],
         "loop": v.status,
     }
+    if log:
+        body["passes"] = list(live.loop.pass_log)
+        body["cycles"] = list(live.loop.cycle_log)
     return JSON(orjson.dumps(body))
 
 
