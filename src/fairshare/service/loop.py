@@ -5,7 +5,8 @@ A cycle at `now` (the injected clock: real time, or real time x speed for the de
     1. observe the cluster since the last cycle; skip observations already journaled (keys)
     2. for each instant with observations, in order: engine.begin(t), the observations as engine
        events (submit, finished, hung, drain, ...), settle; no pass at a past instant (a loop
-       that was late does not act in the past)
+       that was late does not act in the past); an observation older than the engine's last
+       instant counts from that instant (the engine never goes back)
     3. at now: the policy and exceptions in force (a new version or exception applies now),
        settle, and if a pass is due: decide(snapshot, strategy, explain=True), engine.apply
     4. commit the journal events, audit records and usage intervals in ONE transaction

@@ -13,6 +13,7 @@ unless --host/--port say otherwise (--port 0: a free port, printed).
 from __future__ import annotations
 
 import logging
+import shutil
 import socket
 import sys
 import tempfile
@@ -68,6 +69,7 @@ class Prepared:
     tokens: dict[str, str]
     where: str
     cluster: str
+    temp: Path | None = None  # --demo's temp folder, removed at exit
 
 
 def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepared:
@@ -90,6 +92,7 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
     if not speed > 0:
         raise InputError("--speed", str(speed), "must be > 0 (simulated seconds per real second)")
     db = opt.db
+    folder: Path | None = None
     if db is None:
         if not opt.demo:
             raise InputError(
@@ -139,6 +142,8 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
                     made[role] = secret
     except BaseException:
         store.close()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         raise
     clock = ref.target
     loop: SchedulerLoop | None = None
@@ -150,7 +155,7 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
     options = LoopOptions(strategy=opt.strategy, speed=speed, crash=CrashPoints(opt.crash))
     loop = SchedulerLoop(store, backend, clock, options)
     where = store.url
-    return Prepared(store, LiveService(store, loop), ref, notes, made, where, cluster)
+    return Prepared(store, LiveService(store, loop), ref, notes, made, where, cluster, folder)
 
 
 def _read(path: Path) -> str:
@@ -207,7 +212,11 @@ def run(opt: ServeOptions, echo: Callable[[str], None] = print) -> None:
 
     opt.crash = opt.crash or os.environ.get(CRASH_ENV)
     prepared = prepare(opt)
-    sock = bind(opt.host, opt.port)
+    try:
+        sock = bind(opt.host, opt.port)
+    except BaseException:
+        _close(prepared)
+        raise
     host, port = sock.getsockname()[:2]
     base = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
     live = prepared.live
@@ -236,6 +245,13 @@ def run(opt: ServeOptions, echo: Callable[[str], None] = print) -> None:
         server.run(sockets=[sock])
     finally:
         live.stop()
-        if loop.lock is not None:
-            loop.lock.release()
-        prepared.store.close()
+        _close(prepared)
+
+
+def _close(prepared: Prepared) -> None:
+    lock = prepared.live.loop.lock
+    if lock is not None:
+        lock.release()
+    prepared.store.close()
+    if prepared.temp is not None:  # --demo: the temp database goes with the process
+        shutil.rmtree(prepared.temp, ignore_errors=True)
