@@ -11,8 +11,9 @@ import pytest
 from fairshare.service import audit, portfolio
 from fairshare.service.demo import DemoCluster
 from fairshare.service.errors import Conflict
-from fairshare.service.loop import CrashPoints, LoopOptions, SchedulerLoop
+from fairshare.service.loop import LoopOptions, SchedulerLoop
 from fairshare.service.store import Store
+from fairshare.service.submissions import CrashPoints
 
 from .live_helpers import EPOCH, ManualClock, check_invariants, make_loop, rebuild, small_scenario, view_of
 

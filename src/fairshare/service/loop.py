@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import signal
 import threading
 import time
 from collections import deque
@@ -36,13 +34,11 @@ from typing import Any
 
 import orjson
 
-from ..core.model import Node
 from ..core.scheduler import decide
 from ..core.snapshot import Decisions
 from ..engine.events import Event
 from ..engine.forecast import forecast_starts
 from ..errors import InputError
-from ..inputs.cluster import EPOCH_DEFAULT, Cluster
 from ..inputs.policy import Policy
 from ..inputs.workload import jobs_from_dicts
 from . import audit, journal, portfolio
@@ -60,35 +56,16 @@ from .backend import (
     Undrained,
 )
 from .errors import Unavailable, WriterLockHeld
+from .inforce import apply_exceptions, apply_policy
 from .journal import Interval, JournalEvent
-from .liveengine import SETUP, LiveEngine, Setup, new_engine, replay, same_structure
+from .liveengine import SETUP, LiveEngine, Setup, new_engine, replay
 from .lock import WriterLock
 from .store import Store
-from .timefmt import from_iso, iso
+from .submissions import CrashPoints, Requests
+from .timefmt import iso
 from .views import EMPTY, View, build_view
 
 log = logging.getLogger("fairshare.service.loop")
-
-CRASH_ENV = "FAIRSHARE_CRASH_AT"  # test hook: "POINT[:N]" kills the process at the N-th time at POINT
-CRASH_POINTS = ("mid_commit", "after_commit", "after_act")
-
-
-class CrashPoints:
-    """Test hook for the crash test: SIGKILL this process at a named point of the cycle."""
-
-    def __init__(self, spec: str | None) -> None:
-        self.point, self.left = None, 0
-        if spec:
-            point, _, n = spec.partition(":")
-            if point not in CRASH_POINTS:
-                raise InputError(CRASH_ENV, spec, f"unknown crash point (one of {', '.join(CRASH_POINTS)})")
-            self.point, self.left = point, int(n or 1)
-
-    def __call__(self, point: str) -> None:
-        if point == self.point:
-            self.left -= 1
-            if self.left <= 0:
-                os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -102,25 +79,6 @@ class LoopOptions:
     follow_s: float = 1.0  # a reader's look at the journal
     speed: float = 1.0  # sim seconds per wall second (the demo's clock), for sleeping
     crash: CrashPoints = field(default_factory=lambda: CrashPoints(None))
-
-
-class Requests:
-    """Submissions (workload rows) -> JobRequests, resolved against the policy in force."""
-
-    def __init__(self, nodes: Sequence[Node]) -> None:
-        self.cluster = Cluster(tuple(nodes), (), (), EPOCH_DEFAULT, None)
-
-    def build(self, policy: Policy, job_id: str, spec: Mapping[str, Any], t: float) -> Any:
-        from ..core.tree import TreeIndex
-
-        row = {k: v for k, v in spec.items() if k not in ("job_id", "submit", "work", "stall_after")}
-        if row.get("estimate") is None:
-            raise InputError(f"job {job_id}", "estimate", "a job needs its declared run time (estimate)")
-        row.update({"job_id": job_id, "submit": t, "work": row["estimate"]})
-        jobs = jobs_from_dicts(
-            [row], policy, TreeIndex.build(policy.tree), self.cluster, where=f"job {job_id}"
-        )
-        return jobs[0]
 
 
 class SchedulerLoop:
@@ -409,95 +367,8 @@ class SchedulerLoop:
         with self.store.read() as tx:
             cur = portfolio.current_policy(tx)
             stored = portfolio.list_exceptions(tx, "all")
-        noted = self.policy_note is not None and self.policy_note.get("sha256") == getattr(
-            cur, "sha256", None
-        )
-        if cur is not None and cur.sha256 != e.policy_sha and not noted:
-            why = same_structure(self.policy(e.policy_sha), self.policy(cur.sha256))
-            if why:
-                self.policy_note = {"version": cur.version, "sha256": cur.sha256, "why": why}
-                audits.append(
-                    AuditRecord(
-                        now,
-                        "policy_not_applied",
-                        None,
-                        {
-                            "version": cur.version,
-                            "sha256": cur.sha256,
-                            "in_force": e.policy_sha,
-                            "why": why,
-                            "what_to_do": "the running ledger keeps the version in force; a "
-                            "change of tree, GPU rates or window needs a new database (not built yet)",
-                        },
-                        e.policy_sha,
-                    )
-                )
-                log.warning("policy version %s not applied: %s", cur.version, "; ".join(why))
-            else:
-                e.set_policy(cur.sha256)
-                self.policy_note = None
-                audits.append(
-                    AuditRecord(
-                        now,
-                        "policy_applied",
-                        None,
-                        {"version": cur.version, "sha256": cur.sha256},
-                        cur.sha256,
-                    )
-                )
-        pol = self.policy(e.policy_sha)
-        wanted: list[dict[str, Any]] = []
-        for k, ex in enumerate(pol.exceptions):
-            t = from_iso(ex.expires)
-            if t > now:
-                wanted.append(
-                    {
-                        "id": f"policy:{k}",
-                        "group": ex.group,
-                        "extra_share": ex.extra_share,
-                        "expires_t": t,
-                        "approver": ex.approver,
-                        "reason": ex.reason,
-                    }
-                )
-        for rec in stored:
-            if rec.active(now):
-                wanted.append(
-                    {
-                        "id": f"api:{rec.id}",
-                        "group": rec.group,
-                        "extra_share": rec.extra_share,
-                        "expires_t": rec.ends_t,
-                        "approver": rec.approver,
-                        "reason": rec.reason,
-                    }
-                )
-        if wanted != e.exceptions_in_force:
-            before = {x["id"]: x for x in e.exceptions_in_force}
-            after = {x["id"]: x for x in wanted}
-            e.set_exceptions(wanted)
-            for k, x in after.items():
-                if k not in before:
-                    audits.append(
-                        AuditRecord(
-                            now,
-                            "exception_applied",
-                            None,
-                            {**x, "expires": iso(x["expires_t"])},
-                            e.policy_sha,
-                        )
-                    )
-            for k, x in before.items():
-                if k not in after:
-                    audits.append(
-                        AuditRecord(
-                            now,
-                            "exception_expired",
-                            None,
-                            {**x, "expires": iso(x["expires_t"])},
-                            e.policy_sha,
-                        )
-                    )
+        self.policy_note = apply_policy(e, cur, self.policy, self.policy_note, now, audits)
+        apply_exceptions(e, self.policy(e.policy_sha), stored, now, audits)
 
     def _commit(self, audits: list[AuditRecord], usage: list[Interval]) -> None:
         events = self._drain()

@@ -28,8 +28,9 @@ from . import portfolio, tokens
 from .clock import scaled_clock
 from .demo import DemoCluster, Scenario
 from .live import LiveService
-from .loop import CRASH_ENV, CrashPoints, LoopOptions, SchedulerLoop
+from .loop import LoopOptions, SchedulerLoop
 from .store import Store
+from .submissions import CRASH_ENV, CrashPoints
 
 log = logging.getLogger("fairshare.service")
 
