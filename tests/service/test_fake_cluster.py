@@ -10,7 +10,7 @@ import pytest
 
 from fairshare.core.model import Node
 from fairshare.service import audit, journal, portfolio
-from fairshare.service.backend import Finished, Hung, Submitted
+from fairshare.service.backend import Drained, Finished, Hung, Submitted
 from fairshare.service.fake import FakeCluster
 from fairshare.service.loop import LoopOptions, SchedulerLoop
 from fairshare.service.store import Store
@@ -97,3 +97,17 @@ def test_a_refused_start_is_audited_and_decided_again(
     with store.read() as tx:
         kinds = [r.decision for r in audit.query(tx, job="j0", limit=None)]
     assert kinds == ["start", "start_failed", "start"]
+
+
+def test_a_late_observation_reported_again_much_later_is_not_applied_twice(
+    fake_loop: tuple[SchedulerLoop, FakeCluster, Store], clock: Clock
+) -> None:
+    loop, fake, store = fake_loop
+    tick(loop, clock, 600)
+    fake.push(Drained(T0 + 10, (1,), T0 + 7200))  # late: before the engine's last instant
+    for _ in range(5):
+        tick(loop, clock, 60)
+    e = loop.engine
+    assert e is not None and 1 in e.fleet.draining
+    with store.read() as tx:
+        assert [ev.kind for ev in journal.events(tx)].count("drain") == 1

@@ -216,6 +216,11 @@ class SchedulerLoop:
         started = self.wall()
         now = max(self.clock(), e.t)
         obs = [o for o in backend.observe(self.since, now) if o.key not in self.seen]
+        late = [o.key for o in obs if o.t < self.since]  # reported again after `seen` forgot them?
+        if late:
+            with self.store.read() as tx:
+                journaled = journal.keys_present(tx, late)
+            obs = [o for o in obs if o.key not in journaled]
         groups: list[tuple[float, list[Observation]]] = []
         for o in obs:
             t = max(o.t, e.t)
