@@ -6,15 +6,19 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from fairshare.engine.events import Event
 from fairshare.inputs.scenarios import ScenarioData
-from fairshare.service import audit, journal, portfolio, schema
+from fairshare.service import audit, journal, portfolio, schema, tokens
+from fairshare.service.api.app import create_app
 from fairshare.service.demo import DemoCluster, Scenario
+from fairshare.service.live import LiveService
 from fairshare.service.liveengine import LiveEngine, Setup, new_engine, replay
 from fairshare.service.loop import LoopOptions, SchedulerLoop
 from fairshare.service.store import Store
@@ -164,3 +168,51 @@ def demo_runs(store: Store) -> list[dict[str, Any]]:
 
 def loads(text: str) -> Any:
     return json.loads(text)
+
+
+@dataclass
+class Live:
+    client: TestClient
+    loop: SchedulerLoop
+    clock: ManualClock
+    store: Store
+    secrets: dict[str, str]
+
+    def h(self, who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.secrets[who]}"}
+
+    def get(self, who: str, path: str, **kw: Any) -> Any:
+        return self.client.get(path, headers=self.h(who), **kw)
+
+    def post(self, who: str, path: str, **kw: Any) -> Any:
+        return self.client.post(path, headers=self.h(who), **kw)
+
+
+def live_service(db_url: str) -> Iterator[Live]:
+    clock = ManualClock()
+    scenario = small_scenario(jobs=80)
+    with Store.open(db_url, clock) as store:
+        loop = make_loop(store, scenario, clock)
+        # a busy stretch: many jobs arrive in the first hours, so some wait
+        end = clock.t + 5 * 3600
+        while clock.t < end:
+            clock.t += 300
+            loop.cycle()
+        loop.publish(force=True)
+        secrets = {}
+        with store.write() as tx:
+            for name, role, node in (
+                ("admin", "admin", None),
+                ("viewer", "viewer", None),
+                ("nlp", "member", "ml/nlp"),
+            ):
+                secrets[name] = tokens.create_token(tx, role, node, name, "setup")[1]
+        service = LiveService(store, loop)
+        service.start()
+        try:
+            with TestClient(
+                create_app(store, live=service, auth_cache_s=5.0), raise_server_exceptions=False
+            ) as client:
+                yield Live(client, loop, clock, store, secrets)
+        finally:
+            service.stop()

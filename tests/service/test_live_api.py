@@ -5,67 +5,14 @@ the dashboard's files, bad requests (4xx, never 5xx)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
 from fairshare.service import tokens
 from fairshare.service.api.app import create_app
-from fairshare.service.live import LiveService
-from fairshare.service.loop import SchedulerLoop
 from fairshare.service.store import Store
 
-from .live_helpers import ManualClock, make_loop, rebuild, small_scenario, view_of
-
-
-@dataclass
-class Live:
-    client: TestClient
-    loop: SchedulerLoop
-    clock: ManualClock
-    store: Store
-    secrets: dict[str, str]
-
-    def h(self, who: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.secrets[who]}"}
-
-    def get(self, who: str, path: str, **kw: Any) -> Any:
-        return self.client.get(path, headers=self.h(who), **kw)
-
-    def post(self, who: str, path: str, **kw: Any) -> Any:
-        return self.client.post(path, headers=self.h(who), **kw)
-
-
-@pytest.fixture
-def live(db_url: str) -> Iterator[Live]:
-    clock = ManualClock()
-    scenario = small_scenario(jobs=80)
-    with Store.open(db_url, clock) as store:
-        loop = make_loop(store, scenario, clock)
-        # a busy stretch: many jobs arrive in the first hours, so some wait
-        end = clock.t + 5 * 3600
-        while clock.t < end:
-            clock.t += 300
-            loop.cycle()
-        loop.publish(force=True)
-        secrets = {}
-        with store.write() as tx:
-            for name, role, node in (
-                ("admin", "admin", None),
-                ("viewer", "viewer", None),
-                ("nlp", "member", "ml/nlp"),
-            ):
-                secrets[name] = tokens.create_token(tx, role, node, name, "setup")[1]
-        service = LiveService(store, loop)
-        service.start()
-        try:
-            with TestClient(create_app(store, live=service, auth_cache_s=5.0)) as client:
-                yield Live(client, loop, clock, store, secrets)
-        finally:
-            service.stop()
+from .live_helpers import Live, rebuild, view_of
 
 
 def test_the_tree_is_the_ledger_of_a_clean_replay_of_the_journal(live: Live) -> None:
