@@ -11,9 +11,10 @@ once), and carries out the loop's decisions after the loop has committed them:
     resume(t)                        the loop starts (or restarts) at its last committed instant t
     act(preempts, starts, order, t)  preempt (requeue) and start at instant t; returns the
                                      confirmations (Preempted, Started) as observations, and what
-                                     failed. `places_jobs` False (Slurm): starts carry no nodes to
-                                     obey and `order` is the fair-share order to set; the backend
-                                     reports starts as it observes them.
+                                     failed. Called after a pass that preempts or starts; with
+                                     `places_jobs` False (Slurm) after every pass: starts carry no
+                                     nodes to obey, `order` is the fair-share order to set (as
+                                     priorities), and the backend reports starts as it observes them
     submit(spec, t), cancel(job, t)  (demo and fake) a user's submission or cancellation
 
 Implementations: `demo.DemoCluster` (the simulator's truth on an accelerated clock, its state in the

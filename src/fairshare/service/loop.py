@@ -258,7 +258,7 @@ class SchedulerLoop:
             audits.extend(AuditRecord.from_decision(_plain(r), e.policy_sha) for r in actions.audit)
         self.since = now
         self._commit(audits, usage)
-        if d is not None and (d.preempts or d.starts):
+        if d is not None and (d.preempts or d.starts or not backend.places_jobs):
             self.opt.crash("after_commit")
             out = backend.act(d.preempts, d.starts, d.order, now)
             self.opt.crash("after_act")
