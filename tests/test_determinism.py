@@ -77,3 +77,32 @@ def test_outputs_are_utf8_and_identical_whatever_the_locale(tmp_path: Path) -> N
     for file in ("events.jsonl", "decisions.jsonl", "metrics.json"):
         assert (outs["utf8"] / file).read_bytes() == (outs["ascii"] / file).read_bytes(), file
     assert "jöb-1" in (outs["ascii"] / "events.jsonl").read_text(encoding="utf-8")
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_every_output_file_is_byte_identical_across_hash_seeds_locales_and_time_zones(tmp_path: Path) -> None:
+    """The whole output folder (replay files, complete.json markers, report.html) of a workload
+    with dated exceptions, maintenance and an epoch, under three environments."""
+    ex = Path(__file__).resolve().parent.parent / "examples"
+    envs = {
+        "a": {"PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8", "TZ": "UTC"},
+        "b": {"PYTHONHASHSEED": "12345", "LC_ALL": "C", "TZ": "Pacific/Kiritimati", "PYTHONUTF8": "0"},
+        "c": {"PYTHONHASHSEED": "random", "LC_ALL": "de_DE.UTF-8", "TZ": "America/St_Johns"},
+    }
+    trees = {}
+    for name, env in envs.items():
+        out = tmp_path / name
+        args = ["--policy", str(ex / "policy.yaml"), "--cluster", str(ex / "cluster.yaml")]
+        args += ["--workload", str(ex / "workload.csv"), "--policies", "fairshare,fifo", "--out", str(out)]
+        subprocess.run(
+            [sys.executable, "-m", "fairshare.cli", "compare", *args],
+            check=True,
+            env={**os.environ, **env},
+            capture_output=True,
+        )
+        trees[name] = _tree(out)
+    assert "complete.json" in trees["a"] and "fairshare/complete.json" in trees["a"]
+    assert trees["a"] == trees["b"] == trees["c"]

@@ -130,6 +130,21 @@ def test_a_two_job_fake_driver_gets_starts_holds_and_a_preemption_at_the_protect
     assert d.engine.running["a1"].overhead == 30.0  # a resumable restart pays its restore
 
 
+def test_a_cancelled_job_leaves_the_queue_or_frees_its_gpus() -> None:
+    d = TwoJobDriver()
+    a1, b = request("a1", "a", 0, 0.0, 8), request("b3", "b", 1, 5.0, 8)
+    d.instant(0.0, ("submit", a1))
+    d.instant(5.0, ("submit", b))
+    e = d.engine
+    assert set(e.running) == {"a1"} and set(e.pending.jobs) == {"b3"}
+    e.begin(6.0)
+    e.cancelled("b3")  # pending: it leaves its queue and its group's demand
+    assert not e.pending.jobs and e.demand.node_pending[1] == 0.0
+    e.cancelled("a1")  # running: its GPUs are free again
+    assert not e.running and e.fleet.index.free == [8]
+    assert e.pass_due() is False  # nothing left to look at
+
+
 # ---------------------------------------------------------------------- rebuilt from the journal
 def _canonical(s: Snapshot) -> dict[str, Any]:
     """Everything the core may read from a snapshot, as plain comparable values."""
@@ -265,6 +280,7 @@ def test_journal_events_round_trip_through_json() -> None:
         Event("started", ("j1", ((0, 4),), 4.0)),
         Event("preempted", ("j1", "fair_share", "j2", 12.5, 300.0)),
         Event("drain", ((0, 1), 50.0)),
+        Event("cancelled", ("j1",)),
         Event("applied", ((("j1", "no_victims"),), ("j1", (0,)))),
         Event("applied", ((), None)),
     ]

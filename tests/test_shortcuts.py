@@ -18,7 +18,7 @@ from fairshare.core.placement import Shape
 from fairshare.core.scheduler import _Pass
 from fairshare.core.snapshot import RunView, Snapshot
 from fairshare.core.strategies import get_strategy
-from fairshare.engine.state import EngineState
+from fairshare.engine.demand import Demand
 from fairshare.inputs.scenarios import SCENARIOS
 from fairshare.replay.results import ReplayOutput
 from fairshare.replay.runner import inputs_from_scenario
@@ -64,10 +64,10 @@ def _hold_nodes_plain(self: _Pass, job: JobRequest, shape: Shape) -> tuple[int, 
     return best[1] if best else ()
 
 
-def _fragmented_plain(self: EngineState) -> float:
+def _fragmented_plain(self: Demand) -> float:
     """FORMATS.md's fragmented GPUs from the per-node free counts: idle GPUs of every type that some
     pending job could use (enough free GPUs of its types in all) but cannot be placed on."""
-    index = self.fleet.index
+    index = self.index
     free_nodes = [
         [index.free[i] for i in range(len(index.nodes)) if index.available[i] and index.node_type[i] == ty]
         for ty in range(len(index.types))
@@ -90,7 +90,7 @@ def _replay(scenario: str, policy: str, plain: bool, monkeypatch: pytest.MonkeyP
     if plain:
         monkeypatch.setattr(_Pass, "could_free", _could_free_always)
         monkeypatch.setattr(_Pass, "_hold_nodes", _hold_nodes_plain)
-        monkeypatch.setattr(EngineState, "fragmented_gpus", _fragmented_plain)
+        monkeypatch.setattr(Demand, "fragmented_gpus", _fragmented_plain)
         real_init = _Pass.__init__
 
         def init(self: _Pass, *args: Any) -> None:

@@ -97,16 +97,35 @@ def format_epoch(epoch: dt.datetime) -> str:
     return epoch.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_UNIT_SIZES = ((86400, "d"), (3600, "h"), (60, "m"), (1, "s"))
+
+
 def fmt_duration(seconds: float) -> str:
-    """Short human form: 90 -> 1m30s, 7200 -> 2h."""
+    """Every unit, to the second, for messages and evidence: 90 -> 1m30s, 7200 -> 2h."""
     s = round(seconds)
     if s == 0:
         return "0s"
     if s < 0:
         return "-" + fmt_duration(-s)
     out = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+    for size, unit in _UNIT_SIZES:
         if s >= size:
             out.append(f"{s // size}{unit}")
             s %= size
     return "".join(out)
+
+
+def fmt_duration_rounded(seconds: float) -> str:
+    """The two most significant units, rounded, for tables: 250 -> 4m10s, 7379 -> 2h3m,
+    93784 -> 1d2h."""
+    sign, s = ("-" if seconds < 0 else ""), abs(seconds)
+    for i, (size, unit) in enumerate(_UNIT_SIZES):
+        minor_size, minor_unit = _UNIT_SIZES[min(i + 1, len(_UNIT_SIZES) - 1)]
+        rounded = round(s / minor_size) * minor_size
+        if rounded >= size:
+            major, minor = divmod(rounded, size)
+            text = f"{major}{unit}"
+            if minor and minor_size != size:
+                text += f"{minor // minor_size}{minor_unit}"
+            return sign + text
+    return "0s"

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ._cli_runtime import Main, progress
 from ._units import fmt_duration, instant
 from .core.strategies import STRATEGIES
 from .core.tree import TreeIndex
 from .errors import InputError
+from .inputs import limits
 from .inputs._validation import load_yaml, validate
-from .inputs.policy import Policy
+from .inputs.policy import Policy, review_warnings
 from .replay.results import Comparison
 from .service.cli import register as register_service_commands
+from .slurm.cli import slurm as _slurm_commands
 
 if TYPE_CHECKING:
     from .replay.runner import Inputs
@@ -27,15 +29,18 @@ DEFAULT_POLICIES = "fairshare,priority-labels,fifo"
 CHART_WORKER_MIN_JOBS = 2000  # jobs x policies: below this the replays are too short to hide a worker's start
 
 
-def _fail(exc: InputError) -> None:
+def _fail(exc: InputError) -> NoReturn:
     click.echo(f"error: {exc}", err=True)
     sys.exit(2)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fairshare")
 def main() -> None:
     """Budget-based fair-share scheduling for GPU clusters: check policies, replay and compare."""
+
+
+main.add_command(_slurm_commands)  # light: each slurm command imports its modules when it runs
 
 
 @main.command()
@@ -56,10 +61,18 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
 
             cl = load_cluster(cluster, pol)
             resolve_exceptions(pol, tree, cl.epoch, str(policy), strict=True)
+            review_warnings(pol, str(policy), cl.epoch, f"before the cluster's epoch, {cl.epoch.date()}")
             click.echo(
                 f"cluster {cluster}: {len(cl.nodes)} nodes, {cl.total_gpus()} GPUs "
                 f"({', '.join(cl.gpu_types)})"
             )
+            for pool in cl.pools:
+                untracked = [k for k in ("cpus", "mem_gb") if not getattr(pool, k)]
+                if untracked:
+                    click.echo(
+                        f"note: pool {pool.name} gives no {' or '.join(untracked)} (0 = not tracked): jobs' "
+                        f"{' and '.join(untracked)} are neither checked against its nodes nor charged there"
+                    )
             if workload is not None:
                 from .inputs.workload import load_workload
 
@@ -82,7 +95,15 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
 
 
 def _warn_past_expiries(pol: Policy, where: Path) -> None:
+    """Without a cluster there is no epoch: dates are judged against today, which the output says
+    (so it changes with the day)."""
     today = dt.datetime.now(dt.UTC)
+    if pol.exceptions or _has_review(pol.tree):
+        click.echo(
+            f"note: no --cluster, so no epoch: expiry and review dates are judged against today, "
+            f"{today.date()} (give --cluster to judge them against the replay's epoch)"
+        )
+    review_warnings(pol, str(where), today, f"before today, {today.date()}")
     for i, ex in enumerate(pol.exceptions):
         try:
             t = instant(ex.expires, today)
@@ -94,6 +115,10 @@ def _warn_past_expiries(pol: Policy, where: Path) -> None:
                 f"expired",
                 err=True,
             )
+
+
+def _has_review(nodes: Any) -> bool:
+    return any(n.review is not None or _has_review(n.children) for n in nodes)
 
 
 def _tree_text(pol: Policy, tree: TreeIndex) -> str:
@@ -137,15 +162,6 @@ def scenarios() -> None:
         click.echo(f"{name:<18} {text}")
 
 
-@contextmanager
-def _progress(label: str, total: int) -> Iterator[Callable[[int], None] | None]:
-    if not sys.stderr.isatty():
-        yield None
-        return
-    with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
-        yield bar.update
-
-
 def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The input options shared by compare and replay: files, formats, a named trace and its window."""
     from .inputs.formats import CLUSTER_FORMATS, TRACES, WORKLOAD_FORMATS
@@ -187,7 +203,7 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--repeat",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=1, max=limits.MAX_REPEAT),
             default=1,
             show_default=True,
             help="Trace formats: replay the window N times back to back (same arrival rate).",
@@ -272,6 +288,14 @@ def _window_options(
             hi = parse_duration(tail) if tail.strip() else None
         except ValueError as exc:
             raise InputError("--clip-duration", clip, str(exc)) from None
+        for side, x in (("MIN", lo), ("MAX", hi)):
+            if x is not None and not 0 < x <= limits.MAX_DURATION:
+                raise InputError(
+                    "--clip-duration",
+                    clip,
+                    f"{side} must be a run time above 0 and at most {limits.fmt_limit(limits.MAX_DURATION)}"
+                    f", got {fmt_duration(x) if x else '0s'}",
+                )
         if lo is not None and hi is not None and hi < lo:
             raise InputError("--clip-duration", clip, "MAX is below MIN")
     return TraceOptions(
@@ -331,7 +355,13 @@ def _file_inputs(
 
 @main.command()
 @click.option("--scenario", help="A built-in scenario name, or 'all'.")
-@click.option("--seed", default=1, show_default=True, help="Seed of the scenario generator.")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, limits.MAX_SEED),
+    default=1,
+    show_default=True,
+    help="Seed of the scenario generator.",
+)
 @_source_options
 @click.option(
     "--policies",
@@ -371,13 +401,15 @@ def compare(
     from .inputs.scenarios import SCENARIOS
     from .replay.runner import check_policies, inputs_from_scenario
     from .replay.runner import compare as run_compare
+    from .replay.staging import StagedOutput
     from .report.html import ChartPool, write_report
     from .report.table import format_comparison
 
     try:
         names = check_policies(policies.split(","))
+        staged = StagedOutput(out, "compare")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
-        jobs: list[tuple[Path, Inputs]] = []
+        jobs: list[tuple[str, Inputs]] = []  # (folder under OUT, inputs)
         if scenario is not None:
             if policy_path or cluster or workload or trace:
                 raise InputError(
@@ -389,31 +421,39 @@ def compare(
                     raise InputError(
                         "--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})"
                     )
-                jobs.append((out / s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), overstate, seed)))
+                jobs.append((s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), overstate, seed)))
         else:
             inputs = _file_inputs(
                 "compare", trace, policy_path, cluster, workload, workload_format, cluster_format, options
             )
             inputs = _overstated(inputs, overstate, seed)
             _echo_notes(inputs.notes)
-            jobs.append((out, inputs))
+            jobs.append(("", inputs))
+        stage = staged.begin()
     except InputError as exc:
         _fail(exc)
     # a chart worker starts now and imports matplotlib while the replays run, unless they are short
     replayed = sum(len(inputs.jobs) for _, inputs in jobs) * len(names)
-    with ChartPool(None if replayed >= CHART_WORKER_MIN_JOBS else 0) as pool:
-        comparisons: list[Comparison] = []
-        try:
+    comparisons: list[Comparison] = []
+    try:
+        with staged, ChartPool(None if replayed >= CHART_WORKER_MIN_JOBS else 0) as pool:
             for folder, inputs in jobs:
-                with _progress(f"{inputs.name:<18}", len(inputs.jobs) * len(names)) as bar:
-                    comp = run_compare(inputs, names, folder, bar, forecast)
+                with progress(inputs.name, len(inputs.jobs) * len(names)) as bar:
+                    comp = run_compare(
+                        inputs,
+                        names,
+                        stage / folder,
+                        bar.update,
+                        forecast,
+                        finished=bar.finished,
+                        final=out / folder,
+                    )
                 comparisons.append(comp)
                 click.echo(format_comparison(comp))
                 click.echo("")
-        except InputError as exc:
-            _fail(exc)
-        out.mkdir(parents=True, exist_ok=True)
-        write_report(out / "report.html", comparisons, pool=pool)
+            write_report(stage / "report.html", comparisons, pool=pool)
+    except InputError as exc:  # found while replaying, or OUT could not be replaced
+        _fail(exc)
     click.echo(f"wrote {out / 'report.html'}")
     if require_gates:
         failed = [
@@ -472,19 +512,25 @@ def replay(
     """
     from .replay.runner import check_policies
     from .replay.runner import compare as run_compare
+    from .replay.staging import StagedOutput
     from .report.table import format_comparison
 
     try:
-        names = check_policies([policy_name])
+        names = check_policies([policy_name], "--policy-name")
+        staged = StagedOutput(out, "replay")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         inputs = _file_inputs(
             "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options
         )
         inputs = _overstated(inputs, overstate, 1)
         _echo_notes(inputs.notes)
-        with _progress(f"{inputs.name:<18}", len(inputs.jobs)) as bar:
-            comp = run_compare(inputs, names, out, bar, forecast)
+        stage = staged.begin()
     except InputError as exc:
+        _fail(exc)
+    try:
+        with staged, progress(inputs.name, len(inputs.jobs)) as bar:
+            comp = run_compare(inputs, names, stage, bar.update, forecast, finished=bar.finished, final=out)
+    except InputError as exc:  # found while replaying, or OUT could not be replaced
         _fail(exc)
     click.echo(format_comparison(comp))
     click.echo("")
@@ -501,14 +547,13 @@ def replay(
 @click.option("--job", required=True, help="Job id.")
 def explain(out: Path, job: str) -> None:
     """Show the decisions that touched a job, with their evidence, and why it waited."""
-    from .report.explain import explain as explain_job
-    from .report.explain import replay_folders
+    from .report.explain import explain_all
 
     try:
-        texts = [explain_job(f, job) for f in replay_folders(out)]
+        text = explain_all(out, job)
     except InputError as exc:
         _fail(exc)
-    click.echo("\n\n".join(texts))
+    click.echo(text)
 
 
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)

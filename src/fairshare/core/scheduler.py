@@ -164,7 +164,7 @@ class _Pass:
     def lost_of(self, r: RunView) -> float:
         """GPU-seconds `r` would lose if preempted now (computed once per pass per run)."""
         lost = self.lost.get(r.job.id)
-        if lost is None:
+        if lost is None:  # victims.cheapest fills the same cache
             lost = self.lost[r.job.id] = lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.hung_since)
         return lost
 

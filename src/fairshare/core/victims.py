@@ -27,17 +27,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .fairness import Side, may_take_from, service_ratio
+from .contract import lost_gpu_s
+from .fairness import PassPriorities, Side, may_take_from, service_ratio
 from .model import TIME_EPS, JobRequest
-from .placement import Alloc, Shape, fits_with
-from .snapshot import PreemptReason, RunView
-
-if TYPE_CHECKING:
-    from .scheduler import _Pass
+from .placement import Alloc, Shape, Tentative, fits_with
+from .snapshot import PreemptReason, RunView, Snapshot
 
 EPS = TIME_EPS
+
+
+class Pass(Protocol):
+    """What a victim search reads of the scheduling pass it runs in (scheduler._Pass)."""
+
+    s: Snapshot
+    used: list[float]  # running charge per tree node, the pass's starts and preemptions included
+    prio: PassPriorities
+    gone: set[str]  # runs the pass preempted already
+    view: Tentative  # the pass's free capacity
+    lost: dict[str, float]  # the pass's cache of lost_of
+
+    @property
+    def strategy(self) -> _HasCandidateCap: ...
+    def lost_of(self, r: RunView) -> float: ...
+    def shape_of(self, job: JobRequest) -> Shape: ...
+    def could_free(self, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool: ...
+
+
+class _HasCandidateCap(Protocol):
+    @property
+    def max_victim_candidates(self) -> int: ...
 
 
 def over_served(node: int, used: Sequence[float], owed: Sequence[float]) -> bool:
@@ -58,19 +78,19 @@ class NoVictims:
     def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
         return False
 
-    def new_victims(self, p: _Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
         return False
 
-    def leaf_cap(self, p: _Pass, job: JobRequest, leaf: int) -> float | None:
+    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return None
 
     def admits(self, job: JobRequest, run: RunView) -> bool:
         return False
 
-    def accept(self, p: _Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+    def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         return False
 
-    def evidence(self, p: _Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+    def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
         return {}
 
 
@@ -82,13 +102,13 @@ class AnyPastProtection(NoVictims):
     reason: PreemptReason = "deadline"
     budgeted = False
 
-    def leaf_cap(self, p: _Pass, job: JobRequest, leaf: int) -> float | None:
+    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return math.inf
 
     def admits(self, job: JobRequest, run: RunView) -> bool:
         return True
 
-    def accept(self, p: _Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+    def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         return True
 
 
@@ -103,7 +123,7 @@ class LowerLabel(AnyPastProtection):
     def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
         return True
 
-    def new_victims(self, p: _Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
         return any(t > failed for t in p.s.victims_at)
 
     def admits(self, job: JobRequest, run: RunView) -> bool:
@@ -124,13 +144,13 @@ class OverServed(NoVictims):
         # a run's side against any taker is its leaf or one of its ancestors
         return any(over_served(a, used, owed) for a in ancestors)
 
-    def new_victims(self, p: _Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
         return any(
             t > failed and leaf != job.leaf and self._may_take_side(p, job, leaf)
             for leaf, t in enumerate(p.s.victims_at)
         )
 
-    def _sides(self, p: _Pass, taker: JobRequest, leaf: int) -> tuple[Side, Side, int, int]:
+    def _sides(self, p: Pass, taker: JobRequest, leaf: int) -> tuple[Side, Side, int, int]:
         mine, theirs = p.s.tree.sides(taker.leaf, leaf)
         owed = p.s.owed
         return (
@@ -140,7 +160,7 @@ class OverServed(NoVictims):
             theirs,
         )
 
-    def _may_take_side(self, p: _Pass, job: JobRequest, leaf: int) -> bool:
+    def _may_take_side(self, p: Pass, job: JobRequest, leaf: int) -> bool:
         """Whether the exchange could let `job` take a run of `leaf` at all: the victim's side is
         over-served, below the taker's in priority, and stays at least as well served as the
         taker would be after taking a victim of zero charge (the real charge only makes it harder)."""
@@ -153,21 +173,28 @@ class OverServed(NoVictims):
             >= service_ratio(used[mine] + job.charge, owed[mine])
         )
 
-    def leaf_cap(self, p: _Pass, job: JobRequest, leaf: int) -> float | None:
-        if leaf == job.leaf or not self._may_take_side(p, job, leaf):
-            return None  # its own group, or even a victim of zero charge could not be taken
-        taker, victim, _, _ = self._sides(p, job, leaf)
-        # the largest victim charge the exchange condition allows on its own:
-        # (U_v - c) / O_v >= R_t  <=>  c <= U_v - R_t * O_v   (O_v > 0 here: U_v > O_v >= 0)
-        taker_after = service_ratio(taker.used + job.charge, taker.owed)
-        if victim.owed > EPS and not math.isinf(taker_after):
-            return victim.used - taker_after * victim.owed + EPS
+    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
+        """None for the job's own group and for a leaf even a victim of zero charge could not be
+        taken from (_may_take_side, inlined: this runs for every leaf of every search); else the
+        largest victim charge the exchange condition allows on its own:
+        (U_v - c) / O_v >= R_t  <=>  c <= U_v - R_t * O_v   (O_v > 0 here: U_v > O_v >= 0)."""
+        if leaf == job.leaf:
+            return None
+        mine, theirs = p.s.tree.sides(job.leaf, leaf)
+        used, owed = p.used, p.s.owed
+        if not used[theirs] > owed[theirs] + EPS or not p.prio(theirs) < p.prio(mine):
+            return None
+        taker_after = service_ratio(used[mine] + job.charge, owed[mine])
+        if not service_ratio(used[theirs], owed[theirs]) >= taker_after:
+            return None
+        if owed[theirs] > EPS and not math.isinf(taker_after):
+            return used[theirs] - taker_after * owed[theirs] + EPS
         return math.inf
 
     def admits(self, job: JobRequest, run: RunView) -> bool:
         return True
 
-    def accept(self, p: _Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+    def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         """The exchange condition victim by victim, least lost first, with what the set already
         took from each side."""
         taken: dict[int, float] = {}
@@ -179,7 +206,7 @@ class OverServed(NoVictims):
             taken[theirs] = extra + r.charge
         return True
 
-    def evidence(self, p: _Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+    def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
         taker, victim, mine, theirs = self._sides(p, job, run.job.leaf)
         paths = p.s.tree.paths
         return {
@@ -205,7 +232,7 @@ def num(x: float) -> float | str:
 
 
 # ---------------------------------------------------------------------- the search
-def candidates(p: _Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
+def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
     """Runs the rule allows `job` to preempt now (unordered: see `cheapest`)."""
     s = p.s
     out: list[RunView] = []
@@ -232,44 +259,45 @@ def candidates(p: _Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
     return out
 
 
-def cheapest(p: _Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
+def cheapest(p: Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
     """The candidates a search considers: least lost work first, at most max_victim_candidates."""
-    cache, out = p.lost, []
+    cache, now, out = p.lost, p.s.now, []
     for r in runs:
-        lost = cache.get(r.job.id)
-        out.append((p.lost_of(r) if lost is None else lost, r.job.id, r))
+        rid = r.job.id
+        lost = cache.get(rid)
+        if lost is None:
+            lost = cache[rid] = lost_gpu_s(r.job, r.t0, now, r.overhead, r.hung_since)
+        out.append((lost, rid, r))
     out.sort()  # by lost work, then job id (unique: the run itself is never compared)
     return out[: p.strategy.max_victim_candidates]
 
 
-def could_free(p: _Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
+def could_free(p: Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
     """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
     `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
-    before the lost work of each candidate is computed (most searches fail here). Freeable GPUs
-    only grow as candidates are added, so it stops at the first type with enough nodes."""
-    index, view = p.s.index, p.view
-    need, per = shape.nodes, shape.per_node
-    ok: dict[int, set[int]] = {}
-    for ty in shape.types if shape.types is not None else range(len(index.types)):
-        # a gang may also use nodes that already have room
-        ok[ty] = {i for i, _ in view.candidates(ty, per, job.id)} if need > 1 else set()
-        if len(ok[ty]) >= need:
-            return True
+    before the lost work of each candidate is computed (most searches fail here)."""
     freeable: dict[int, int] = {}
     for r in runs:
         for i, g in r.alloc:
-            f = freeable[i] = freeable.get(i, 0) + g
-            got = ok.get(index.node_type[i])
-            if got is None or i in got or not index.available[i]:
+            freeable[i] = freeable.get(i, 0) + g
+    index, view = p.s.index, p.view
+    need, per = shape.nodes, shape.per_node
+    for ty in shape.types if shape.types is not None else range(len(index.types)):
+        # a gang may also use nodes that already have room
+        ok = {i for i, _ in view.candidates(ty, per, job.id)} if need > 1 else set()
+        if len(ok) >= need:
+            return True
+        for i, g in freeable.items():
+            if i in ok or index.node_type[i] != ty or not index.available[i]:
                 continue
-            if view.avail(i, job.id) + f >= per:
-                got.add(i)
-                if len(got) >= need:
+            if view.avail(i, job.id) + g >= per:
+                ok.add(i)
+                if len(ok) >= need:
                     return True
     return False
 
 
-def find_victims(p: _Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunView], Alloc, int] | None:
+def find_victims(p: Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunView], Alloc, int] | None:
     """Victims whose GPUs make `job` placeable, at the least lost work.
 
     Node-centric: for every node of an allowed type, the cheapest victims on it that free enough
@@ -325,7 +353,7 @@ def find_victims(p: _Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunVi
 
 
 def _cheapest_on_node(
-    p: _Pass, job: JobRequest, shape: Shape, node: int, on_it: Sequence[tuple[float, str, RunView]]
+    p: Pass, job: JobRequest, shape: Shape, node: int, on_it: Sequence[tuple[float, str, RunView]]
 ) -> tuple[float, int, list[RunView]] | None:
     """(lost work, node, victims): the cheapest candidates on one node that free room for one
     member of the job (none needed when it has room already); None when they cannot."""

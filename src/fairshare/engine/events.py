@@ -11,6 +11,7 @@ Kinds, in the order a driver makes them within one instant:
     submit           a job request arrives (JobRequest)
     started          a run began: job, allocation ((node index, GPUs), ...), charge rate
     finished         a run ended by completing the job
+    cancelled        a job was withdrawn: it leaves the queue, or its run ends
     preempted        a run ended by preemption: reason, by, lost GPU-seconds, total progress kept
     drain, undrain   nodes (indexes) stop / resume taking work; drain deadline
     hung             a running job stopped making progress (reported by the driver)

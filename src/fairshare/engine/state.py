@@ -32,12 +32,9 @@ import bisect
 import dataclasses
 import heapq
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-import numpy as np
 
 from ..core.contract import latest_start, overhead_of
 from ..core.model import TIME_EPS, JobRequest, Knobs, Node, ResolvedException
@@ -46,10 +43,13 @@ from ..core.scheduler import deadline_due, may_be_victim
 from ..core.snapshot import Decisions, JobState, PendingQueues, Preempt, RunView, Snapshot, Start
 from ..core.strategies import Strategy
 from ..core.tree import TreeIndex
+from .demand import Demand
 from .events import Event, Reservation
 from .fleet import Fleet
-from .ledger import DecayLedger, Ledger, Vec
+from .ledger import DecayLedger, Ledger
 from .owed import effective_shares, water_fill
+
+_NONE: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,7 @@ class EngineState:
         self.hung_since: dict[str, float] = {}  # job -> since when it makes no progress
         self.deadline_q: list[tuple[float, int, str]] = []  # (latest start, seq, job), sorted
         self.deadline_entry: dict[str, tuple[float, int, str]] = {}
-        self._init_demand(index)
-        self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
+        self.demand = Demand(self.tree, index, setup.nodes, self.rates)
         self.shares = effective_shares(self.tree, setup.exceptions, 0.0)
         n = len(self.tree.paths)
         self.ledger = Ledger(n, setup.window)
@@ -133,31 +132,7 @@ class EngineState:
         for ex in setup.exceptions:
             self._push(ex.expires_t, "expiry", None)
 
-    def _init_demand(self, index: FreeIndex) -> None:
-        """Pending and running charge per leaf and tree node; per GPU type when there are several."""
-        n = len(self.tree.paths)
-        self.leaf_pending = [0.0] * n
-        self.leaf_used = [0.0] * n
-        self.leaf_pending_n = [0] * n
-        self.node_pending = [0.0] * n
-        self.node_used = [0.0] * n
-        k = len(index.types)
-        self.multi_type = k > 1
-        self.type_rep = [index.node_type.index(ty) for ty in range(k)]  # a node of each type
-        self.leaf_pending_t: Vec = np.zeros((k, n))
-        self.leaf_pending_n_t = np.zeros((k, n), dtype=np.int64)
-        self.leaf_used_t: Vec = np.zeros((k, n))
-        self.leaf_runs_t = np.zeros((k, n), dtype=np.int64)
-        self.up: Vec = np.zeros((n, n))  # up[leaf, a] = 1 when a is the leaf or one of its ancestors
-        for leaf in self.tree.leaves:
-            for a in self.tree.leaf_ancestors[leaf]:
-                self.up[leaf, a] = 1.0
-
     # ------------------------------------------------------------------ journal and rebuild
-    def _record(self, kind: str, *args: Any) -> None:
-        if self.journal is not None:
-            self.journal.append(Event(kind, args))
-
     @classmethod
     def rebuild(
         cls,
@@ -191,7 +166,8 @@ class EngineState:
 
     def begin(self, t: float) -> None:
         """Start the instant t: integrate up to it and fire the timers due by then."""
-        self._record("begin", t)
+        if self.journal is not None:
+            self.journal.append(Event("begin", (t,)))
         self._advance(t)
         self.need_pass = False
         while self.timers and self.timers[0][0] <= t:
@@ -206,7 +182,8 @@ class EngineState:
 
     def advance(self, t: float) -> None:
         """Move the clock to t without firing timers (a driver's last instant)."""
-        self._record("advance", t)
+        if self.journal is not None:
+            self.journal.append(Event("advance", (t,)))
         self._advance(t)
 
     def _advance(self, t: float) -> None:
@@ -220,7 +197,8 @@ class EngineState:
 
     def flush(self) -> None:
         """Integrate the current rates over [last flush, now] (a driver's last instant)."""
-        self._record("flush")
+        if self.journal is not None:
+            self.journal.append(Event("flush"))
         self._flush()
 
     def _flush(self) -> None:
@@ -234,28 +212,15 @@ class EngineState:
 
     def poke(self) -> None:
         """The driver asks for a pass at this instant (every event of the driver's own gets one)."""
-        self._record("poke")
+        if self.journal is not None:
+            self.journal.append(Event("poke"))
         self.need_pass = True
 
     # ------------------------------------------------------------------ rates
-    def _leaf_changed(self, leaf: int) -> None:
-        """Re-add the leaf's ancestors from their children (exact: no running float residue)."""
-        pending, used, children = self.node_pending, self.node_used, self.tree.children
-        pending[leaf], used[leaf] = self.leaf_pending[leaf], self.leaf_used[leaf]
-        for a in self.tree.leaf_ancestors[leaf][1:]:
-            pending[a] = sum(pending[c] for c in children[a])
-            used[a] = sum(used[c] for c in children[a])
-
-    def type_charges(self, job: JobRequest) -> list[tuple[int, float]]:
-        """(type id, charge on a node of that type) for every GPU type the job may use."""
-        index = self.fleet.index
-        ids = range(len(index.types)) if job.gpu_types is None else [index.type_id[t] for t in job.gpu_types]
-        return [(ty, job.charge_on(self.nodes[self.type_rep[ty]], self.rates)) for ty in ids]
-
     def _owed_used(self) -> tuple[list[float], list[float]]:
         """Owed rate (water-filling) and running charge of every tree node, now."""
-        used = list(self.node_used)
-        demand = [p + u for p, u in zip(self.node_pending, used, strict=True)]
+        used = list(self.demand.node_used)
+        demand = [p + u for p, u in zip(self.demand.node_pending, used, strict=True)]
         # owed depends on demand, capacity and shares only: a start or a preemption moves charge
         # between pending and running and leaves it as it was
         key = (demand, self.fleet.capacity, self.shares)
@@ -282,48 +247,21 @@ class EngineState:
             self.listener.rates_changed(self)
 
     def fragmented_gpus(self) -> float:
-        """Idle GPUs of types that some pending job could use but not be placed on (FORMATS.md)."""
-        if not self.pending_shapes:
-            return 0.0
-        index = self.fleet.index
-        # per type: nodes taking work with at least x free GPUs (suffix sums), and free GPUs in total
-        at_least: list[list[int]] = []
-        free = index.free_t
-        for buckets in index.buckets:
-            suffix = [len(b) for b in buckets]
-            for x in range(len(suffix) - 2, -1, -1):
-                suffix[x] += suffix[x + 1]
-            at_least.append(suffix)
-        blocked: set[int] = set()
-        all_types = range(len(index.types))
-        for types, gpus, k in self.pending_shapes:
-            ids = all_types if types is None else [index.type_id[t] for t in types]
-            ok = [ty for ty in ids if at_least[ty][0] > 0]
-            if gpus > sum(free[ty] for ty in ok):
-                continue
-            per = -(-gpus // k)
-            if not any(per < len(at_least[ty]) and at_least[ty][per] >= k for ty in ok):
-                blocked.update(ok)
-        return float(sum(free[ty] for ty in sorted(blocked)))
+        """Idle GPUs that some pending job could use but not be placed on (FORMATS.md)."""
+        return self.demand.fragmented_gpus()
 
     # ------------------------------------------------------------------ jobs
     def submit(self, job: JobRequest) -> None:
         """A job arrives (it waits from its submit time)."""
-        self._record("submit", job)
+        if self.journal is not None:
+            self.journal.append(Event("submit", (job,)))
         self.states[job.id] = JobState(pending_since=job.submit)
         self._to_pending(job)
         self.need_pass = True
 
     def _to_pending(self, job: JobRequest) -> None:
         self.pending.add(job, self.fleet.index)
-        self.leaf_pending[job.leaf] += job.charge
-        self.leaf_pending_n[job.leaf] += 1
-        self._leaf_changed(job.leaf)
-        if self.multi_type:
-            for ty, c in self.type_charges(job):
-                self.leaf_pending_t[ty, job.leaf] += c
-                self.leaf_pending_n_t[ty, job.leaf] += 1
-        self.pending_shapes[(job.gpu_types, job.gpus, job.nodes)] += 1
+        self.demand.add_pending(job)
         if job.deadline is not None:
             st = self.states[job.id]
             entry = (latest_start(job, st.starts > 0, st.kept), job.seq, job.id)
@@ -338,21 +276,7 @@ class EngineState:
 
     def _from_pending(self, job: JobRequest) -> None:
         self.pending.remove(job)
-        if self.multi_type:
-            for ty, c in self.type_charges(job):
-                self.leaf_pending_n_t[ty, job.leaf] -= 1
-                left = self.leaf_pending_n_t[ty, job.leaf]
-                self.leaf_pending_t[ty, job.leaf] = self.leaf_pending_t[ty, job.leaf] - c if left else 0.0
-        self.leaf_pending_n[job.leaf] -= 1
-        # reset to an exact zero when empty, so float residue never reads as demand
-        self.leaf_pending[job.leaf] = (
-            self.leaf_pending[job.leaf] - job.charge if self.leaf_pending_n[job.leaf] else 0.0
-        )
-        self._leaf_changed(job.leaf)
-        key = (job.gpu_types, job.gpus, job.nodes)
-        self.pending_shapes[key] -= 1
-        if not self.pending_shapes[key]:
-            del self.pending_shapes[key]
+        self.demand.remove_pending(job)
         entry = self.deadline_entry.pop(job.id, None)
         if entry is not None:
             del self.deadline_q[bisect.bisect_left(self.deadline_q, entry)]
@@ -360,7 +284,8 @@ class EngineState:
 
     def started(self, job_id: str, alloc: Alloc, charge: float) -> RunView:
         """A pending job began a run on `alloc` at the current instant, charged `charge`."""
-        self._record("started", job_id, alloc, charge)
+        if self.journal is not None:
+            self.journal.append(Event("started", (job_id, alloc, charge)))
         t = self.t
         job = self.pending.jobs[job_id]
         st = self.states[job_id]
@@ -371,11 +296,7 @@ class EngineState:
         st.starts += 1
         self.running[job_id] = view
         self.by_leaf.setdefault(job.leaf, {})[job_id] = view
-        self.leaf_used[job.leaf] += charge
-        ty = self.fleet.index.node_type[alloc[0][0]]
-        self.leaf_used_t[ty, job.leaf] += charge
-        self.leaf_runs_t[ty, job.leaf] += 1
-        self._leaf_changed(job.leaf)
+        self.demand.add_run(job.leaf, self.fleet.index.node_type[alloc[0][0]], charge)
         self.last_hold.pop(job_id, None)
         if (self.strategy.victims.preempts or self.strategy.deadline_reservation) and job.protected > 0:
             self._push(view.protected_until, "protect", (job_id, st.starts))
@@ -392,25 +313,22 @@ class EngineState:
         for i, g in view.alloc:
             self.fleet.change_free(i, g)
         ty = self.fleet.index.node_type[view.alloc[0][0]]
-        self.leaf_runs_t[ty, leaf] -= 1
-        self.leaf_used_t[ty, leaf] = (
-            self.leaf_used_t[ty, leaf] - view.charge if self.leaf_runs_t[ty, leaf] else 0.0
-        )
-        self.leaf_used[leaf] = self.leaf_used[leaf] - view.charge if leaf in self.by_leaf else 0.0
-        self._leaf_changed(leaf)
+        self.demand.remove_run(leaf, ty, view.charge, leaf in self.by_leaf)
         self.dirty = True
         return view
 
     def finished(self, job_id: str) -> RunView:
         """A run ended because its job completed."""
-        self._record("finished", job_id)
+        if self.journal is not None:
+            self.journal.append(Event("finished", (job_id,)))
         self.need_pass = True
         return self._stop(job_id)
 
     def preempted(self, job_id: str, reason: str, by: str | None, lost_gpu_s: float, kept: float) -> RunView:
         """A run was preempted at the current instant; the job, with `kept` seconds of progress
         saved in total, waits again from now (in its submit position)."""
-        self._record("preempted", job_id, reason, by, lost_gpu_s, kept)
+        if self.journal is not None:
+            self.journal.append(Event("preempted", (job_id, reason, by, lost_gpu_s, kept)))
         view = self._stop(job_id)
         st = self.states[job_id]
         st.kept = kept
@@ -420,10 +338,21 @@ class EngineState:
         self._push(self.t + self.knobs.requeue_delay, "wake", None)
         return view
 
+    def cancelled(self, job_id: str) -> None:
+        """A job was withdrawn (a user's cancel): it leaves the queue, or its run ends now."""
+        if self.journal is not None:
+            self.journal.append(Event("cancelled", (job_id,)))
+        self.need_pass = True
+        if job_id in self.running:
+            self._stop(job_id)
+        elif job_id in self.pending.jobs:
+            self._from_pending(self.pending.jobs[job_id])
+
     def hung(self, job_id: str) -> None:
         """A running job stopped making progress now; past its class's max_stall the watchdog may
         preempt it (`no_progress`)."""
-        self._record("hung", job_id)
+        if self.journal is not None:
+            self.journal.append(Event("hung", (job_id,)))
         self.need_pass = True
         view = self.running.get(job_id)
         if view is None or job_id in self.hung_since:
@@ -437,7 +366,8 @@ class EngineState:
     # ------------------------------------------------------------------ nodes
     def drain(self, nodes: Sequence[int], deadline: float) -> None:
         """Nodes stop taking work now; runs still on them at `deadline` are preempted (`drain`)."""
-        self._record("drain", tuple(nodes), deadline)
+        if self.journal is not None:
+            self.journal.append(Event("drain", (tuple(nodes), deadline)))
         for i in nodes:
             self.fleet.drain(i, deadline)
         if deadline > self.t:
@@ -446,7 +376,17 @@ class EngineState:
 
     def undrain(self, nodes: Sequence[int]) -> list[int]:
         """Nodes take work again; returns those that were draining."""
-        self._record("undrain", tuple(nodes))
+        if self.journal is not None:
+            self.journal.append(
+                Event(
+                    "undrain",
+                    (
+                        tuple(
+                            nodes,
+                        )
+                    ),
+                )
+            )
         back = [i for i in nodes if i in self.fleet.draining]
         for i in back:
             self.fleet.undrain(i)
@@ -455,7 +395,10 @@ class EngineState:
 
     def drain_due(self) -> frozenset[int]:
         """Draining nodes whose drain deadline has come."""
-        return frozenset(i for i, d in self.fleet.draining.items() if self.t >= d - TIME_EPS)
+        draining = self.fleet.draining
+        if not draining:
+            return _NONE
+        return frozenset(i for i, d in draining.items() if self.t >= d - TIME_EPS)
 
     # ------------------------------------------------------------------ protection ends
     def settle(self) -> None:
@@ -464,7 +407,8 @@ class EngineState:
         A run that could not be a victim with the rates as they are now (scheduler.may_be_victim)
         gets no pass: rates only change at events, and every event gets a pass of its own, so the
         run is considered at the pass of the event that makes it a possible victim."""
-        self._record("settle")
+        if self.journal is not None:
+            self.journal.append(Event("settle"))
         if not self.protect_ended:
             return
         ended, self.protect_ended = self.protect_ended, []
@@ -482,11 +426,14 @@ class EngineState:
     # ------------------------------------------------------------------ passes
     def pass_due(self) -> bool:
         """An event at this instant may change a pass's outcome, and a pass has work to look at."""
-        return self.need_pass and bool(len(self.pending) or self.hung_since or self.drain_due())
+        return self.need_pass and bool(
+            len(self.pending) or self.hung_since or (self.fleet.draining and self.drain_due())
+        )
 
     def snapshot(self) -> Snapshot:
         """The core's view of the state now (the ledger integrated up to now)."""
-        self._record("snapshot")
+        if self.journal is not None:
+            self.journal.append(Event("snapshot"))
         owed, used = self.rates_now()
         self._flush()  # the ledger's debt must be current
         return Snapshot(
@@ -514,7 +461,8 @@ class EngineState:
         """Take a pass's decisions: record its holds (backoff, hold audit dedupe) and reservation;
         return the preemptions and starts for the driver to carry out, and the audit records."""
         holds = tuple((h.job, h.reason) for h in d.holds)
-        self._record("applied", holds, d.reservation)
+        if self.journal is not None:
+            self.journal.append(Event("applied", (holds, d.reservation)))
         t, names = self.t, self.nodes
         audit: list[dict[str, Any]] = []
         for p in d.preempts:

@@ -3,26 +3,111 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import difflib
+import gzip
 import types
+import unicodedata
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
 from ..errors import InputError
+from .limits import (
+    MAX_NAME_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_YAML_DEPTH,
+    MAX_YAML_VALUES,
+    MAX_YEAR,
+    MIN_YEAR,
+    fmt_limit,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
 
 class StrictModel(BaseModel):
-    """Every input model: unknown keys are errors, values are immutable once loaded."""
+    """Every input model: unknown keys are errors, values are immutable once loaded, and a float is
+    finite (`.inf` and `.nan` are errors)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# --- one rule for the type of every value (README "Limits and bad input") ---------------------
+# A number is a number or text holding one ("2", "1e3"); a whole number has no fractional part
+# (2, 2.0, "2"); true/false are never numbers; text keys take text only; a date is a date, never a
+# number. The same rule holds for the workload's CSV cells and JSON Lines values (workload.py).
+
+
+def not_bool(v: Any) -> Any:
+    """YAML reads `yes`/`true` as booleans; pydantic would take them as 1 for a number."""
+    if isinstance(v, bool):
+        raise ValueError(f"expected a number, got {v!r}")
+    return v
+
+
+# Bidirectional-text controls (they reorder what a terminal shows: a name could look like another)
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def text_problem(value: str, *, name: bool, limit: int | None = None) -> str | None:
+    """Why `value` cannot be a name (or free text), or None. Names refuse control characters
+    (newline, tab, NUL...), line separators and bidirectional controls such as the right-to-left
+    override; free text refuses the bidirectional controls and control characters but newlines and
+    tabs. Emoji and every script are fine."""
+    most = limit if limit is not None else (MAX_NAME_CHARS if name else MAX_TEXT_CHARS)
+    if len(value) > most:
+        return f"is {len(value):,} characters long, more than the limit of {most:,}"
+    if value.isprintable():  # the common case, in C: no control or format character at all
+        return None
+    for ch in value:
+        if ch in _BIDI:
+            return (
+                f"contains the invisible bidirectional control U+{ord(ch):04X} "
+                f"({unicodedata.name(ch, 'bidi control')}), which changes how text is shown"
+            )
+        cat = unicodedata.category(ch)
+        if (cat == "Cc" and (name or ch not in "\n\t\r")) or (name and cat in ("Zl", "Zp")):
+            return f"contains the control character U+{ord(ch):04X}: names must be printable"
+    return None
+
+
+def _name(v: str) -> str:
+    problem = text_problem(v, name=True)
+    if problem:
+        raise ValueError(f"the name {_show(v)} {problem}")
+    return v
+
+
+def _text(v: str) -> str:
+    problem = text_problem(v, name=False)
+    if problem:
+        raise ValueError(f"the text {_show(v)} {problem}")
+    return v
+
+
+def _date_only(v: Any) -> Any:
+    if isinstance(v, bool | int | float):
+        raise ValueError(f"expected a date such as 2027-01-31, got {v!r}")
+    return v
+
+
+def check_year(d: dt.date, what: str = "a date") -> None:
+    if not MIN_YEAR <= d.year <= MAX_YEAR:
+        raise ValueError(f"{what} must be in the years {MIN_YEAR} to {MAX_YEAR}, got {d.isoformat()}")
+
+
+Number = Annotated[float, BeforeValidator(not_bool)]
+Whole = Annotated[int, BeforeValidator(not_bool)]
+Name = Annotated[str, AfterValidator(_name)]
+Text = Annotated[str, AfterValidator(_text)]
+Date = Annotated[dt.date, BeforeValidator(_date_only)]
 
 
 Loc = tuple[int | str, ...]
@@ -41,10 +126,16 @@ class AtPath(ValueError):
 
 
 def key_path(loc: Loc) -> str:
+    """`tree[0].children[1].share`; a key that is not a plain printable word is quoted
+    (`classes['de\\u202ebug']`), so an invisible control cannot garble the message."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif part == "[key]":  # pydantic's marker for "the key itself" of a dict entry
+            continue
+        elif not part.isprintable() or any(c in part for c in ".[]'\" "):
+            out += f"[{part!r}]"
         else:
             out += f".{part}" if out else str(part)
     return out
@@ -99,6 +190,7 @@ def _unknown_key(model: type[BaseModel], loc: Loc) -> str:
 
 _TYPE_MESSAGES = {
     "int_parsing": "expected a whole number",
+    "int_parsing_size": "expected a whole number within the limits (README: Limits and bad input)",
     "int_type": "expected a whole number",
     "int_from_float": "expected a whole number",
     "float_parsing": "expected a number",
@@ -132,12 +224,17 @@ def _message(model: type[BaseModel], err: ErrorDetails, loc: Loc) -> str:
     if kind in ("too_short", "string_too_short"):
         n = ctx.get("min_length", 1)
         return "must not be empty" if n == 1 else f"needs at least {n} entries"
+    if kind in ("too_long", "string_too_long"):
+        n = ctx.get("max_length", "?")
+        return f"has more than the limit of {fmt_limit(n) if isinstance(n, int) else n} entries"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[
             kind
         ]
         bound = next(iter(ctx.values()), "?")
-        return f"must be {op} {bound}, got {_show(got)}"
+        shown = fmt_limit(bound) if isinstance(bound, int | float) else bound
+        limit = " (the limit)" if op in ("<=", "<") else ""
+        return f"must be {op} {shown}{limit}, got {_show(got)}"
     if kind == "string_pattern_mismatch":
         return f"may contain only letters, digits, '_', '.' and '-', got {_show(got)}"
     if kind == "literal_error":
@@ -159,7 +256,44 @@ def validate(model: type[M], data: Any, where: str, context: dict[str, Any] | No
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys (PyYAML silently keeps the last one)."""
+    """SafeLoader that refuses duplicate mapping keys (PyYAML silently keeps the last one), nesting
+    deeper than MAX_YAML_DEPTH (PyYAML recurses once per level), and reports a value it cannot
+    construct (an impossible date such as 2027-02-30, an integer of 5,000 digits) at its line and
+    column instead of raising a bare ValueError."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                event = self.peek_event()  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested more than {MAX_YAML_DEPTH} levels deep (the limit; a policy tree may have "
+                    "16 levels)",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, OverflowError) as exc:
+            if node.tag.endswith((":int", ":float")):
+                problem = f"is not a number within the limits ({len(str(node.value)):,} characters)"
+            elif node.tag.endswith(":timestamp"):
+                problem = f"is not a date: {exc}"
+            else:
+                problem = f"cannot be read: {exc}"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{_show(node.value)} {problem}", node.start_mark
+            ) from None
 
 
 def _mapping_without_duplicates(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -186,6 +320,26 @@ def _mapping_without_duplicates(loader: _Loader, node: yaml.MappingNode) -> dict
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
+def _count_values(data: Any, where: str) -> None:
+    """Refuse data whose aliases expand to more than MAX_YAML_VALUES values (or loop)."""
+    stack = [data]
+    seen = 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_VALUES:
+            raise InputError(
+                where,
+                "",
+                f"more than {MAX_YAML_VALUES:,} values once its aliases (*name) are expanded (the "
+                "limit): an alias that refers to itself or to many others",
+            )
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 @contextmanager
 def reading_errors(where: str) -> Iterator[None]:
     """Turn a text file that cannot be read, decoded or parsed as CSV into an InputError naming it."""
@@ -195,25 +349,50 @@ def reading_errors(where: str) -> Iterator[None]:
         raise InputError(where, "", f"not UTF-8 text (bad byte at offset {exc.start})") from None
     except csv.Error as exc:
         raise InputError(where, "", f"not valid CSV: {exc}") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise InputError(where, "", f"a damaged gzip file: {exc or 'it ends too early'}") from None
+    except IsADirectoryError:
+        raise InputError(where, "", "is a folder, not a file") from None
+    except FileNotFoundError:
+        raise InputError(where, "", "file not found") from None
     except OSError as exc:
         raise InputError(where, "", f"cannot read: {exc.strerror or exc}") from None
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 text file (a leading byte-order mark is dropped), read whole; a gzip-compressed file
+    (`.gz`, or any file starting with gzip's magic bytes) is decompressed first. Errors name the
+    file: not found, a folder, not UTF-8, damaged gzip."""
+    where = str(path)
+    with reading_errors(where):
+        with path.open("rb") as f:
+            head = f.read(2)
+        if head == GZIP_MAGIC:
+            with gzip.open(path, "rb") as z:
+                data = z.read()
+            try:
+                return data.decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    where,
+                    "",
+                    f"gzip-compressed, but what it holds is not UTF-8 text (bad byte at offset "
+                    f"{exc.start} after decompressing)",
+                ) from None
+        return path.read_text(encoding="utf-8-sig")
 
 
 def load_yaml(path: Path) -> Any:
     where = str(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(where, "", "file not found") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(where, "", f"not UTF-8 text (bad byte at offset {exc.start})") from None
-    except OSError as exc:
-        raise InputError(where, "", f"cannot read: {exc.strerror or exc}") from None
-    return parse_yaml(text, where)
+    return parse_yaml(read_text(path), where)
 
 
 def parse_yaml(text: str, where: str) -> Any:
-    """A YAML mapping from text (e.g. a policy sent to the service); errors name `where` and the line."""
+    """A YAML mapping from text (a file's, or a policy sent to the service); errors name `where`
+    and the line and column."""
     try:
         data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
@@ -231,4 +410,5 @@ def parse_yaml(text: str, where: str) -> Any:
         raise InputError(
             where, "", f"expected a mapping of keys at the top level, got a {type(data).__name__}"
         )
+    _count_values(data, where)
     return data

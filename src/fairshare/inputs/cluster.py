@@ -2,34 +2,37 @@
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .._units import instant, to_utc
 from ..core.model import Node
 from ..errors import InputError
-from ._validation import StrictModel, load_yaml, validate
+from . import limits
+from ._validation import AtPath, Name, Number, StrictModel, Whole, check_year, load_yaml, validate
 from .policy import Policy
 
 EPOCH_DEFAULT = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class Pool(StrictModel):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    count: int = Field(ge=1)
-    gpus: int = Field(ge=1)
-    gpu_type: str = Field(min_length=1)
-    cpus: float = Field(default=0, ge=0)
-    mem_gb: float = Field(default=0, ge=0)
-    nodes_per_block: int | None = Field(default=None, ge=1)
+    name: str = Field(min_length=1, max_length=limits.MAX_NAME_CHARS, pattern=r"^[A-Za-z0-9_.-]+$")
+    count: Whole = Field(ge=1, le=limits.MAX_NODES)
+    gpus: Whole = Field(ge=1, le=limits.MAX_NODE_GPUS)
+    gpu_type: Name = Field(min_length=1)
+    cpus: Number = Field(default=0, ge=0, le=limits.MAX_NODE_CPUS)  # 0: CPUs not tracked
+    mem_gb: Number = Field(default=0, ge=0, le=limits.MAX_NODE_MEM_GB)  # 0: memory not tracked
+    nodes_per_block: Whole | None = Field(default=None, ge=1, le=limits.MAX_NODES)
 
 
 class Drain(StrictModel):
-    nodes: tuple[str, ...] = Field(min_length=1)
+    nodes: tuple[str, ...] = Field(min_length=1, max_length=limits.MAX_NODES)
     start: Any = Field(default=None, validate_default=True)
     deadline: Any = None
     end: Any = None
@@ -47,7 +50,7 @@ class Drain(StrictModel):
 
 class ClusterSpec(StrictModel):
     pools: tuple[Pool, ...] = Field(min_length=1)
-    maintenance: tuple[Drain, ...] = ()
+    maintenance: tuple[Drain, ...] = Field(default=(), max_length=limits.MAX_MAINTENANCE)
     epoch: Any = None
     horizon: Any = None
 
@@ -55,8 +58,20 @@ class ClusterSpec(StrictModel):
     @classmethod
     def _epoch(cls, v: Any) -> Any:
         if v is not None:
-            to_utc(v)
+            if isinstance(v, bool | int | float):
+                raise ValueError(f"expected a date or datetime such as 2026-12-01T00:00:00Z, got {v!r}")
+            check_year(to_utc(v), "the epoch")
         return v
+
+    @model_validator(mode="after")
+    def _total_nodes(self) -> ClusterSpec:
+        total = sum(p.count for p in self.pools)
+        if total > limits.MAX_NODES:
+            raise AtPath(
+                ("pools",),
+                f"the pools have {total:,} nodes in all, more than the limit of {limits.MAX_NODES:,}",
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,19 @@ class Cluster:
 
 
 def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -> Cluster:
+    nodes = _nodes(spec, where, policy)
+    epoch = to_utc(spec.epoch) if spec.epoch is not None else EPOCH_DEFAULT
+    drains = _drains(spec, nodes, epoch, where)
+    horizon = None
+    if spec.horizon is not None:
+        horizon = _instant(spec.horizon, epoch, where, "horizon")
+        if horizon <= 0:
+            raise InputError(where, "horizon", "the horizon must be after t = 0")
+    return Cluster(tuple(nodes), spec.pools, drains, epoch, horizon)
+
+
+def _nodes(spec: ClusterSpec, where: str, policy: Policy | None) -> list[Node]:
+    """The nodes of every pool in order, named `<pool>-<index>` (FORMATS.md)."""
     nodes: list[Node] = []
     names: set[str] = set()
     for pi, pool in enumerate(spec.pools):
@@ -111,9 +139,54 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
                     block=f"{pool.name}-b{k // per_block}",
                 )
             )
-    epoch = to_utc(spec.epoch) if spec.epoch is not None else EPOCH_DEFAULT
+    return nodes
+
+
+def _instant(value: Any, epoch: dt.datetime, where: str, at: str) -> float:
+    """A replay-clock instant of the cluster file, within [.., MAX_TIME]."""
+    try:
+        t = instant(value, epoch)
+    except ValueError as exc:
+        raise InputError(where, at, str(exc)) from None
+    if t > limits.MAX_TIME:
+        raise InputError(
+            where,
+            at,
+            f"{value!r} is {t / limits.YEAR:.3g} years after t = 0, more than the limit of "
+            f"{limits.fmt_limit(limits.MAX_TIME)} (dates are placed on the replay clock through "
+            f"`epoch`, {epoch.date().isoformat()}{' by default' if epoch == EPOCH_DEFAULT else ''})",
+        )
+    return t
+
+
+class _Windows:
+    """The maintenance windows of one node, kept sorted and disjoint: the overlap check of a new
+    window is two binary searches (O(log n) per node and window instead of a scan of all)."""
+
+    __slots__ = ("drains", "ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.drains: list[int] = []
+
+    def overlapping(self, start: float, end: float) -> list[int]:
+        """Drain indexes of the windows [s, e) that meet [start, end)."""
+        lo = bisect.bisect_right(self.ends, start)  # first window ending after `start`
+        hi = bisect.bisect_left(self.starts, end)  # first window starting at or after `end`
+        return self.drains[lo:hi]
+
+    def add(self, start: float, end: float, drain: int) -> None:
+        i = bisect.bisect_right(self.starts, start)
+        self.starts.insert(i, start)
+        self.ends.insert(i, end)
+        self.drains.insert(i, drain)
+
+
+def _drains(spec: ClusterSpec, nodes: list[Node], epoch: dt.datetime, where: str) -> tuple[Maintenance, ...]:
+    """The maintenance drains on the replay clock; one maintenance at a time per node."""
     index = {n.name: i for i, n in enumerate(nodes)}
-    windows: list[tuple[set[int], float, float | None]] = []
+    windows: dict[int, _Windows] = {}
     drains: list[Maintenance] = []
     for di, d in enumerate(spec.maintenance):
         ids = []
@@ -125,16 +198,13 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
                     f"no node named {name!r} (nodes are <pool>-<index>, e.g. {nodes[0].name!r})",
                 )
             ids.append(index[name])
-
-        def at(key: str, value: Any, di: int = di) -> float:
-            try:
-                return instant(value, epoch)
-            except ValueError as exc:
-                raise InputError(where, f"maintenance[{di}].{key}", str(exc)) from None
-
-        start = at("start", d.start)
-        deadline = at("deadline", d.deadline) if d.deadline is not None else start
-        end = at("end", d.end) if d.end is not None else None
+        start = _instant(d.start, epoch, where, f"maintenance[{di}].start")
+        deadline = (
+            _instant(d.deadline, epoch, where, f"maintenance[{di}].deadline")
+            if d.deadline is not None
+            else start
+        )
+        end = _instant(d.end, epoch, where, f"maintenance[{di}].end") if d.end is not None else None
         if start < 0:
             raise InputError(where, f"maintenance[{di}].start", "a drain cannot start before t = 0")
         if deadline < start:
@@ -146,30 +216,20 @@ def build_cluster(spec: ClusterSpec, where: str, policy: Policy | None = None) -
                 "the drain must end after its deadline (the node takes work again at `end`, before "
                 "the runs still on it would be preempted at the deadline)",
             )
-        for ni, node in enumerate(ids):  # one maintenance at a time per node
-            for pi, (p_nodes, p_start, p_end) in enumerate(windows):
-                if (
-                    node in p_nodes
-                    and start < (p_end if p_end is not None else float("inf"))
-                    and (end is None or p_start < end)
-                ):
-                    raise InputError(
-                        where,
-                        f"maintenance[{di}].nodes[{ni}]",
-                        f"node {nodes[node].name} is already in maintenance[{pi}] at that time "
-                        "(overlapping maintenance windows on one node)",
-                    )
-        windows.append((set(ids), start, end))
+        stop = end if end is not None else math.inf
+        for ni, node in enumerate(ids):
+            clash = windows.setdefault(node, _Windows()).overlapping(start, stop)
+            if clash:
+                raise InputError(
+                    where,
+                    f"maintenance[{di}].nodes[{ni}]",
+                    f"node {nodes[node].name} is already in maintenance[{min(clash)}] at that time "
+                    "(overlapping maintenance windows on one node)",
+                )
+        for node in dict.fromkeys(ids):
+            windows[node].add(start, stop, di)
         drains.append(Maintenance(tuple(ids), start, deadline, end))
-    horizon = None
-    if spec.horizon is not None:
-        try:
-            horizon = instant(spec.horizon, epoch)
-        except ValueError as exc:
-            raise InputError(where, "horizon", str(exc)) from None
-        if horizon <= 0:
-            raise InputError(where, "horizon", "the horizon must be after t = 0")
-    return Cluster(tuple(nodes), spec.pools, tuple(drains), epoch, horizon)
+    return tuple(drains)
 
 
 def load_cluster(path: Path | str, policy: Policy | None = None) -> Cluster:

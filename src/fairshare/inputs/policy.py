@@ -15,29 +15,53 @@ from pydantic import Field, field_validator, model_validator
 from .._units import fmt_duration, format_epoch, instant, is_duration_text, parse_duration, to_utc
 from ..core.model import Knobs, ResolvedException
 from ..core.tree import TreeIndex
-from ..errors import InputError
-from ._validation import AtPath, StrictModel, load_yaml, validate
+from ..errors import InputError, warn
+from . import limits
+from ._validation import (
+    AtPath,
+    Date,
+    Loc,
+    Name,
+    Number,
+    StrictModel,
+    Text,
+    check_year,
+    key_path,
+    load_yaml,
+    validate,
+)
+from .slurm_section import SlurmSection, check_against_policy
 
 Seconds = float
 
 
-def _dur(v: Any) -> float:
-    return parse_duration(v)
+def _dur(v: Any, minimum: float = 0.0, maximum: float = limits.MAX_DURATION) -> float:
+    """A duration within [minimum, maximum] seconds (README: Limits and bad input)."""
+    x = parse_duration(v)
+    if x > maximum:
+        raise ValueError(f"must be at most {limits.fmt_limit(maximum)} ({maximum:g} s, the limit), got {v!r}")
+    if x < minimum:
+        raise ValueError(f"must be at least {fmt_duration(minimum)}, got {v!r}")
+    return x
 
 
-def _not_bool(v: Any) -> Any:
-    """YAML reads `yes`/`true` as booleans; pydantic would take them as 1.0 for a number."""
-    if isinstance(v, bool):
-        raise ValueError(f"expected a number, got {v!r}")
+def _share_range(v: float, key: str) -> float:
+    if not v > 0:
+        raise ValueError(f"{key} must be > 0, got {v:g}")
+    if not limits.MIN_SHARE <= v <= limits.MAX_SHARE:
+        raise ValueError(
+            f"{key} must be between {limits.MIN_SHARE:g} and {limits.MAX_SHARE:g} (the limits; shares "
+            f"are relative weights), got {v:g}"
+        )
     return v
 
 
 class GroupNode(StrictModel):
-    name: str = Field(min_length=1)
-    share: float
-    owner: str | None = None
-    review: dt.date | None = None
-    hypothesis: str | None = None
+    name: Name = Field(min_length=1)
+    share: Number
+    owner: Name | None = None
+    review: Date | None = None
+    hypothesis: Text | None = None
     children: tuple[GroupNode, ...] = ()
 
     @field_validator("name")
@@ -47,17 +71,10 @@ class GroupNode(StrictModel):
             raise ValueError(f"a group name may not contain '/' or surrounding spaces: {v!r}")
         return v
 
-    @field_validator("share", mode="before")
-    @classmethod
-    def _share_number(cls, v: Any) -> Any:
-        return _not_bool(v)
-
     @field_validator("share")
     @classmethod
     def _share_positive(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"share must be > 0, got {v:g}")
-        return v
+        return _share_range(v, "share")
 
     @field_validator("children")
     @classmethod
@@ -125,23 +142,16 @@ class JobClass(StrictModel):
 
 
 class ShareException(StrictModel):
-    group: str
-    extra_share: float
+    group: Text
+    extra_share: Number
     expires: Any = Field(default=None, validate_default=True)
-    approver: str | None = None
-    reason: str | None = None
-
-    @field_validator("extra_share", mode="before")
-    @classmethod
-    def _share_number(cls, v: Any) -> Any:
-        return _not_bool(v)
+    approver: Name | None = None
+    reason: Text | None = None
 
     @field_validator("extra_share")
     @classmethod
     def _positive(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"extra_share must be > 0, got {v:g}")
-        return v
+        return _share_range(v, "extra_share")
 
     @field_validator("expires", mode="before")
     @classmethod
@@ -151,19 +161,20 @@ class ShareException(StrictModel):
                 "every exception must expire: add expires: with a date (2026-12-15), "
                 "a datetime, or a duration from the epoch (14d)"
             )
-        if isinstance(v, dt.date | dt.datetime) or is_duration_text(v):
+        if isinstance(v, dt.date | dt.datetime):
+            check_year(v, "an expiry date")
             return v
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            return parse_duration(v)  # seconds after the epoch; raises on negative or non-finite
-        to_utc(v)  # raises a clear ValueError
+        if is_duration_text(v) or (isinstance(v, int | float) and not isinstance(v, bool)):
+            return _dur(v)  # seconds after the epoch; raises on negative, non-finite or too long
+        check_year(to_utc(v), "an expiry date")  # raises a clear ValueError
         return v
 
 
 class Gates(StrictModel):
-    share_floor: float = 0.9
-    lost_work_pct: float = 5.0
-    deadline_met_pct: float = 95.0
-    exception_max_days: float = 30.0
+    share_floor: Number = Field(default=0.9, ge=0, le=limits.MAX_SHARE_FLOOR)
+    lost_work_pct: Number = Field(default=5.0, ge=0, le=100)
+    deadline_met_pct: Number = Field(default=95.0, ge=0, le=100)
+    exception_max_days: Number = Field(default=30.0, ge=0, le=limits.MAX_EXCEPTION_DAYS)
 
 
 class Scheduling(StrictModel):
@@ -191,8 +202,8 @@ class Scheduling(StrictModel):
     decay_half_life: Seconds = 7 * 86400.0
     decay_period: Seconds = 300.0
     priority_max_age: Seconds = 7 * 86400.0
-    weight_fairshare: float = Field(default=10000.0, ge=0)
-    weight_age: float = Field(default=1000.0, ge=0)
+    weight_fairshare: Number = Field(default=10000.0, ge=0, le=limits.MAX_WEIGHT)
+    weight_age: Number = Field(default=1000.0, ge=0, le=limits.MAX_WEIGHT)
 
     @field_validator(
         "gang_reserve_after",
@@ -200,14 +211,24 @@ class Scheduling(StrictModel):
         "deadline_slack",
         "requeue_delay",
         "preempt_backoff",
-        "decay_half_life",
-        "decay_period",
-        "priority_max_age",
         mode="before",
     )
     @classmethod
     def _durations(cls, v: Any) -> Any:
         return _dur(v)
+
+    @field_validator("decay_half_life", "priority_max_age", mode="before")
+    @classmethod
+    def _positive_durations(cls, v: Any) -> Any:
+        x = _dur(v)
+        if not x > 0:
+            raise ValueError(f"must be longer than 0, got {v!r}")
+        return x
+
+    @field_validator("decay_period", mode="before")
+    @classmethod
+    def _period(cls, v: Any) -> Any:
+        return _dur(v, minimum=limits.MIN_DECAY_PERIOD)
 
     def knobs(self) -> Knobs:
         """The core's copy of these knobs (same names; the core imports no pydantic)."""
@@ -216,12 +237,21 @@ class Scheduling(StrictModel):
 
 class Policy(StrictModel):
     window: Seconds = 7 * 86400.0
-    gpu_rates: dict[str, float] = Field(default_factory=dict)
+    gpu_rates: dict[Name, Number] = Field(default_factory=dict)
     tree: tuple[GroupNode, ...] = Field(min_length=1)
-    classes: dict[str, JobClass] = Field(min_length=1)
-    exceptions: tuple[ShareException, ...] = ()
+    classes: dict[Name, JobClass] = Field(min_length=1, max_length=limits.MAX_CLASSES)
+    exceptions: tuple[ShareException, ...] = Field(default=(), max_length=limits.MAX_GROUPS)
     gates: Gates = Gates()
     scheduling: Scheduling = Scheduling()
+    slurm: SlurmSection | None = None  # read by the Slurm driver only (slurm_section.py)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tree_shape(cls, data: Any) -> Any:
+        """Depth and size of the tree, checked before pydantic walks it (it recurses per level)."""
+        if isinstance(data, dict):
+            _check_tree_shape(data.get("tree"))
+        return data
 
     @field_validator("window", mode="before")
     @classmethod
@@ -229,6 +259,8 @@ class Policy(StrictModel):
         w = _dur(v)
         if w <= 0:
             raise ValueError("the rolling window must be longer than 0")
+        if w < limits.MIN_WINDOW:
+            raise ValueError(f"the rolling window must be at least {fmt_duration(limits.MIN_WINDOW)}")
         return w
 
     @field_validator("gpu_rates")
@@ -237,6 +269,12 @@ class Policy(StrictModel):
         for k, r in v.items():
             if not r > 0:
                 raise AtPath((k,), f"the rate of {k} must be > 0 GPU-equivalents per GPU, got {r:g}")
+            if not limits.MIN_RATE <= r <= limits.MAX_RATE:
+                raise AtPath(
+                    (k,),
+                    f"the rate of {k} must be between {limits.MIN_RATE:g} and {limits.MAX_RATE:g} "
+                    f"GPU-equivalents per GPU (the limits), got {r:g}",
+                )
         return v
 
     @field_validator("tree")
@@ -254,7 +292,77 @@ class Policy(StrictModel):
                     ("exceptions", i, "group"),
                     f"no group {ex.group!r} in the tree (a group is its path, e.g. {paths[-1]!r})",
                 )
+        _check_share_ratio(self)
+        if self.slurm is not None:
+            tree = TreeIndex.build(self.tree)
+            leaves = tuple(tree.paths[i] for i in tree.leaves)
+            inner = tuple(p for p in tree.paths if p not in leaves)
+            try:
+                check_against_policy(self.slurm, leaves, inner, self.classes, self.gpu_rates)
+            except AtPath as exc:
+                raise AtPath(("slurm", *exc.rel), str(exc)) from None
         return self
+
+
+def _check_tree_shape(tree: Any) -> None:
+    """At most MAX_TREE_DEPTH levels and MAX_GROUPS nodes; raw data (not yet validated)."""
+    if not isinstance(tree, list | tuple):
+        return
+    stack: list[tuple[Any, Loc, int]] = [(n, ("tree", i), 1) for i, n in enumerate(tree)]
+    count = 0
+    while stack:
+        node, loc, depth = stack.pop()
+        count += 1
+        if count > limits.MAX_GROUPS:
+            raise AtPath(("tree",), f"the tree has more than {limits.MAX_GROUPS:,} groups (the limit)")
+        if depth > limits.MAX_TREE_DEPTH:
+            raise AtPath(
+                loc,
+                f"the tree is nested more than {limits.MAX_TREE_DEPTH} levels deep here (the limit)",
+            )
+        children = node.get("children") if isinstance(node, dict) else None
+        if isinstance(children, list | tuple):
+            stack.extend((c, (*loc, "children", i), depth + 1) for i, c in enumerate(children))
+
+
+def _check_share_ratio(policy: Policy) -> None:
+    """The largest share (or extra share) at most MAX_SHARE_RATIO times the smallest."""
+    shares: list[tuple[float, Loc]] = []
+
+    def walk(nodes: tuple[GroupNode, ...], loc: Loc) -> None:
+        for i, n in enumerate(nodes):
+            shares.append((n.share, (*loc, i, "share")))
+            walk(n.children, (*loc, i, "children"))
+
+    walk(policy.tree, ("tree",))
+    shares.extend(
+        (ex.extra_share, ("exceptions", i, "extra_share")) for i, ex in enumerate(policy.exceptions)
+    )
+    low = min(shares, key=lambda s: s[0])
+    high = max(shares, key=lambda s: s[0])
+    if high[0] > low[0] * limits.MAX_SHARE_RATIO:
+        raise AtPath(
+            low[1],
+            f"{low[0]:g} is {high[0] / low[0]:.3g} times smaller than the largest share "
+            f"({key_path(high[1])}: {high[0]:g}): shares must be within a factor of "
+            f"{limits.MAX_SHARE_RATIO:g} of each other (the limit)",
+        )
+
+
+def review_warnings(policy: Policy, where: str, now: dt.datetime, against: str) -> None:
+    """Warn (InputWarning) about review dates before `now` (the epoch, or today for `check`)."""
+
+    def walk(nodes: tuple[GroupNode, ...], loc: Loc) -> None:
+        for i, n in enumerate(nodes):
+            if n.review is not None and n.review < now.date():
+                warn(
+                    where,
+                    key_path((*loc, i, "review")),
+                    f"the review date {n.review.isoformat()} of {n.name} is past ({against})",
+                )
+            walk(n.children, (*loc, i, "children"))
+
+    walk(policy.tree, ("tree",))
 
 
 def resolve_exceptions(

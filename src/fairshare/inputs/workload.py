@@ -6,45 +6,21 @@ allowed GPU types, pending charge). A bad row raises InputError naming file, lin
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import difflib
-import json
-import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._units import parse_duration
+from .._units import fmt_duration
 from ..core.model import LABELS, JobRequest, Node, charge_on
 from ..core.tree import TreeIndex
-from ..errors import InputError
-from ._validation import reading_errors
+from ..errors import InputError, warn
+from . import limits
 from .cluster import Cluster
-from .policy import Policy
-
-COLUMNS = (
-    "job_id",
-    "submit",
-    "group",
-    "user",
-    "class",
-    "gpus",
-    "nodes",
-    "gpu_type",
-    "cpus",
-    "mem_gb",
-    "work",
-    "estimate",
-    "label",
-    "deadline",
-    "protected",
-    "resumable",
-    "checkpoint",
-    "stall_after",
-)
-REQUIRED = ("job_id", "submit", "group", "class", "gpus", "work")
+from .policy import JobClass, Policy
+from .rows import COLUMNS, Row, csv_rows, jsonl_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,79 +74,6 @@ class Job:
         }
 
 
-class _Row:
-    """One raw row with a way to name its cells in errors."""
-
-    def __init__(self, where: str, line: int, values: dict[str, Any], columns: dict[str, int] | None):
-        self.where, self.line, self.values, self.columns = where, line, values, columns
-
-    def fail(self, key: str, message: str) -> InputError:
-        if self.columns is not None and key in self.columns:
-            at = f"line {self.line}, column {self.columns[key]} ({key})"
-        else:
-            at = f"line {self.line}, key {key}"
-        return InputError(self.where, at, message)
-
-    def text(self, key: str) -> str | None:
-        v = self.values.get(key)
-        if v is None:
-            return None
-        s = str(v).strip() if not isinstance(v, bool) else ("true" if v else "false")
-        return s or None
-
-    def number(
-        self, key: str, *, required: bool = False, positive: bool = False, minimum: float | None = None
-    ) -> float | None:
-        v = self.values.get(key)
-        if v is None or (isinstance(v, str) and not v.strip()):
-            if required:
-                raise self.fail(key, "a value is required")
-            return None
-        try:
-            if isinstance(v, bool):
-                raise ValueError
-            x = float(v)
-        except (TypeError, ValueError):
-            raise self.fail(key, f"expected a number, got {v!r}") from None
-        if not math.isfinite(x):
-            raise self.fail(key, f"expected a finite number, got {v!r}")
-        if positive and not x > 0:
-            raise self.fail(key, f"must be > 0, got {v!r}")
-        if minimum is not None and x < minimum:
-            raise self.fail(key, f"must be >= {minimum:g}, got {v!r}")
-        return x
-
-    def integer(self, key: str, *, required: bool = False, minimum: int = 1) -> int | None:
-        x = self.number(key, required=required)
-        if x is None:
-            return None
-        if x != int(x) or x < minimum:
-            raise self.fail(key, f"expected a whole number >= {minimum}, got {self.values.get(key)!r}")
-        return int(x)
-
-    def duration(self, key: str) -> float | None:
-        v = self.values.get(key)
-        if v is None or (isinstance(v, str) and not v.strip()):
-            return None
-        try:
-            return parse_duration(v)
-        except ValueError as exc:
-            raise self.fail(key, str(exc)) from None
-
-    def boolean(self, key: str) -> bool | None:
-        v = self.values.get(key)
-        if v is None or (isinstance(v, str) and not v.strip()):
-            return None
-        if isinstance(v, bool):
-            return v
-        s = str(v).strip().lower()
-        if s in ("true", "1", "yes", "y"):
-            return True
-        if s in ("false", "0", "no", "n"):
-            return False
-        raise self.fail(key, f"expected true or false, got {v!r}")
-
-
 def _holds_member(node: Node, per: int, k: int, cpus: float | None, mem: float | None) -> bool:
     """Whether a node holds one member of a k-node gang: `per` GPUs, and a k-th of the job's CPUs
     and memory when the job and the node give them."""
@@ -203,6 +106,7 @@ class WorkloadBuilder:
             proto = Node("", "", g, ty, c, m, "")
             self.kinds_by_type.setdefault(ty, []).append((proto, count))
         self.seen: set[str] = set()
+        self.late: list[tuple[str, float]] = []  # (where, deadline - submit) of deadlines before submit
         self._fit_cache: dict[tuple[Any, ...], tuple[int | None, str | None, float]] = {}
 
     def _gang_size(
@@ -210,8 +114,16 @@ class WorkloadBuilder:
     ) -> int | None:
         """The fewest nodes of one allowed type that hold the job (FORMATS.md default `nodes`):
         k divides `gpus` and at least k nodes of the type each have gpus/k GPUs, and cpus/k CPUs
-        and mem/k GB when the job gives them. None when no gang size fits."""
-        for k in range(1, gpus + 1):
+        and mem/k GB when the job gives them. None when no gang size fits.
+
+        Only k from gpus / (the most GPUs a node of these types has) up to the number of such
+        nodes can fit: the loop is bounded by the cluster, not by the job's GPUs."""
+        kinds = [kc for ty in types for kc in self.kinds_by_type[ty]]
+        most = max((n.gpus for n, _ in kinds), default=0)
+        if not most:
+            return None
+        count = sum(c for _, c in kinds)
+        for k in range(max(1, -(-gpus // most)), min(gpus, count) + 1):
             if gpus % k:
                 continue
             per = gpus // k
@@ -297,17 +209,64 @@ class WorkloadBuilder:
             f"{(mem or 0) / nodes:g} GB per node, more than its nodes have ({pools})"
         )
 
-    def build(self, row: _Row, seq: int) -> Job:
+    def build(self, row: Row, seq: int) -> Job:
+        """One job from one row: its identity, its shape on the cluster, its contract."""
         for key in row.values:
             if key not in COLUMNS:
                 raise row.fail(key, f"unknown column {key!r} (known: {', '.join(COLUMNS)})")
-        job_id = row.text("job_id")
+        job_id, submit, group, leaf, cls_name, cls = self._identity(row)
+        gpus = row.integer("gpus", required=True, minimum=self.min_gpus, maximum=limits.MAX_JOB_GPUS)
+        assert gpus is not None
+        work = row.number("work", required=True, positive=True, maximum=limits.MAX_DURATION)
+        assert work is not None
+        nodes, types, any_type, cpus, mem, charge = self._shape(row, gpus)
+        label = (row.text("label") or "medium").lower()
+        if label not in LABELS:
+            raise row.fail("label", f"label must be one of high, medium, low; got {label!r}")
+        deadline = row.number("deadline", minimum=0.0, maximum=limits.MAX_TIME)
+        if deadline is not None and deadline < submit:
+            self.late.append((row.at("deadline"), deadline - submit))
+        if deadline is None and cls.deadline is not None:
+            deadline = submit + cls.deadline
+        protected, capped, resumable, checkpoint = self._contract(row, cls)
+        stall_after = row.number("stall_after", positive=True, maximum=limits.MAX_DURATION)
+        estimate = row.number("estimate", positive=True, maximum=limits.MAX_DURATION)
+        request = JobRequest(
+            id=job_id,
+            submit=submit,
+            group=group,
+            leaf=leaf,
+            user=row.text("user", name=True),
+            cls=cls_name,
+            gpus=gpus,
+            nodes=nodes,
+            gpu_types=None if any_type else tuple(types),
+            cpus=cpus,
+            mem_gb=mem,
+            estimate=work if estimate is None else estimate,
+            label=label,
+            deadline=deadline,
+            protected=protected,
+            protected_capped=capped,
+            resumable=resumable,
+            checkpoint=checkpoint,
+            restore=cls.restore,
+            startup=cls.startup,
+            max_stall=cls.max_stall,
+            charge=charge,
+            seq=seq,
+        )
+        return Job(request, work, stall_after)
+
+    def _identity(self, row: Row) -> tuple[str, float, str, int, str, JobClass]:
+        """job_id (unique), submit, group (a leaf of the tree) and its node, class name and class."""
+        job_id = row.text("job_id", name=True)
         if job_id is None:
             raise row.fail("job_id", "a value is required")
         if job_id in self.seen:
             raise row.fail("job_id", f"duplicate job_id {job_id!r}")
         self.seen.add(job_id)
-        submit = row.number("submit", required=True, minimum=0.0)
+        submit = row.number("submit", required=True, minimum=0.0, maximum=limits.MAX_TIME)
         assert submit is not None
         group = row.text("group")
         if group is None:
@@ -333,10 +292,11 @@ class WorkloadBuilder:
                 f"{_did_you_mean(cls_name, self.policy.classes)} "
                 f"(known: {', '.join(self.policy.classes)})",
             )
-        gpus = row.integer("gpus", required=True, minimum=self.min_gpus)
-        assert gpus is not None
-        work = row.number("work", required=True, positive=True)
-        assert work is not None
+        return job_id, submit, group, node, cls_name, cls
+
+    def _shape(self, row: Row, gpus: int) -> tuple[int, list[str], bool, float | None, float | None, float]:
+        """Gang size, allowed GPU types (and whether any type goes), CPUs, memory and the pending
+        charge of a job of `gpus` GPUs; one that fits no pool is an error naming the column to blame."""
         types_text = row.text("gpu_type")
         types: list[str]
         if types_text:
@@ -349,21 +309,18 @@ class WorkloadBuilder:
                     )
         else:
             types = sorted(self.known_types)
-        nodes = row.integer("nodes")
+        nodes = row.integer("nodes", maximum=limits.MAX_NODES)
         if nodes is not None and gpus % nodes:
             raise row.fail("nodes", f"{gpus} GPUs do not divide evenly over {nodes} nodes")
-        cpus = row.number("cpus", positive=True)
-        mem = row.number("mem_gb", positive=True)
+        cpus = row.number("cpus", positive=True, maximum=limits.MAX_JOB_CPUS)
+        mem = row.number("mem_gb", positive=True, maximum=limits.MAX_JOB_MEM_GB)
         size, problem, charge = self._fit(gpus, nodes, types, cpus, mem)
         if problem is not None or size is None:
             raise row.fail(*self._misfit(gpus, nodes, types, cpus, mem))
-        nodes = size
-        label = (row.text("label") or "medium").lower()
-        if label not in LABELS:
-            raise row.fail("label", f"label must be one of high, medium, low; got {label!r}")
-        deadline = row.number("deadline")
-        if deadline is None and cls.deadline is not None:
-            deadline = submit + cls.deadline
+        return size, types, not types_text, cpus, mem, charge
+
+    def _contract(self, row: Row, cls: JobClass) -> tuple[float, bool, bool, float]:
+        """Protection (capped by the class, and whether it was), resumable and checkpoint."""
         asked = row.duration("protected")
         protected = cls.protected if asked is None else asked
         capped = protected > cls.protected_cap
@@ -375,34 +332,20 @@ class WorkloadBuilder:
             checkpoint = cls.checkpoint
         if resumable and not (checkpoint and checkpoint > 0):
             raise row.fail("resumable", "a resumable job needs a checkpoint interval > 0")
-        stall_after = row.number("stall_after", positive=True)
-        estimate = row.number("estimate", positive=True)
-        request = JobRequest(
-            id=job_id,
-            submit=submit,
-            group=group,
-            leaf=node,
-            user=row.text("user"),
-            cls=cls_name,
-            gpus=gpus,
-            nodes=nodes,
-            gpu_types=tuple(types) if types_text else None,
-            cpus=cpus,
-            mem_gb=mem,
-            estimate=work if estimate is None else estimate,
-            label=label,
-            deadline=deadline,
-            protected=protected,
-            protected_capped=capped,
-            resumable=resumable,
-            checkpoint=float(checkpoint) if resumable and checkpoint else 0.0,
-            restore=cls.restore,
-            startup=cls.startup,
-            max_stall=cls.max_stall,
-            charge=charge,
-            seq=seq,
+        return protected, capped, resumable, float(checkpoint) if resumable and checkpoint else 0.0
+
+    def warn_late_deadlines(self, where: str) -> None:
+        """One warning for the jobs whose deadline is before their submit (they cannot meet it)."""
+        if not self.late:
+            return
+        at, by = self.late[0]
+        more = f" ({len(self.late) - 1:,} more job(s) too)" if len(self.late) > 1 else ""
+        warn(
+            where,
+            at,
+            f"the deadline is {fmt_duration(-by)} before the job's submit (deadlines are absolute "
+            f"times on the replay clock, not durations): it cannot be met{more}",
         )
-        return Job(request, work, stall_after)
 
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -410,69 +353,20 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _csv_rows(path: Path) -> Iterator[_Row]:
-    where = str(path)
-    with reading_errors(str(path)), path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise InputError(where, "line 1", "empty file: expected a header row") from None
-        header = [h.strip() for h in header]
-        columns: dict[str, int] = {}
-        for i, key in enumerate(header, start=1):
-            if key not in COLUMNS:
-                raise InputError(
-                    where,
-                    f"line 1, column {i} ({key})",
-                    f"unknown column {key!r} (known: {', '.join(COLUMNS)})",
-                )
-            if key in columns:
-                raise InputError(
-                    where,
-                    f"line 1, column {i} ({key})",
-                    f"duplicate column {key!r} (also column {columns[key]})",
-                )
-            columns[key] = i
-        for key in REQUIRED:
-            if key not in columns:
-                raise InputError(where, "line 1", f"required column {key!r} is missing")
-        for cells in reader:
-            if not cells or all(not c.strip() for c in cells):
-                continue
-            if len(cells) != len(header):
-                raise InputError(
-                    where, f"line {reader.line_num}", f"expected {len(header)} cells, got {len(cells)}"
-                )
-            yield _Row(where, reader.line_num, dict(zip(header, cells, strict=True)), columns)
-
-
-def _jsonl_rows(path: Path) -> Iterator[_Row]:
-    where = str(path)
-    with reading_errors(str(path)), path.open(encoding="utf-8-sig") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    where, f"line {n}, column {exc.colno}", f"not valid JSON: {exc.msg}"
-                ) from None
-            if not isinstance(obj, dict):
-                raise InputError(where, f"line {n}", "expected a JSON object")
-            row = _Row(where, n, obj, None)
-            for key in REQUIRED:
-                if key not in obj:
-                    raise row.fail(key, "required key is missing")
-            yield row
-
-
 def build_jobs(
-    rows: Iterable[_Row], policy: Policy, tree: TreeIndex, cluster: Cluster, min_gpus: int = 1
+    rows: Iterable[Row], policy: Policy, tree: TreeIndex, cluster: Cluster, min_gpus: int = 1
 ) -> list[Job]:
     b = WorkloadBuilder(policy, tree, cluster, min_gpus)
-    jobs = [b.build(r, i) for i, r in enumerate(rows)]
+    jobs = []
+    where = ""
+    for i, r in enumerate(rows):
+        if i >= limits.MAX_JOBS:
+            raise InputError(
+                r.where, f"line {r.line}", f"more than {limits.MAX_JOBS:,} jobs in one workload (the limit)"
+            )
+        where = r.where
+        jobs.append(b.build(r, i))
+    b.warn_late_deadlines(where)
     jobs.sort(key=lambda j: (j.submit, j.seq))
     # seq becomes the position in submit order (file order breaks ties): queues order by it
     return [
@@ -485,7 +379,8 @@ def load_workload(path: Path | str, policy: Policy, tree: TreeIndex, cluster: Cl
     p = Path(path)
     if not p.exists():
         raise InputError(str(p), "", "file not found")
-    rows = _jsonl_rows(p) if p.suffix in (".jsonl", ".ndjson", ".json") else _csv_rows(p)
+    suffix = Path(p.name.removesuffix(".gz")).suffix
+    rows = jsonl_rows(p) if suffix in (".jsonl", ".ndjson", ".json") else csv_rows(p)
     jobs = build_jobs(rows, policy, tree, cluster)
     if not jobs:
         raise InputError(str(p), "", "the workload has no jobs")
@@ -500,6 +395,6 @@ def jobs_from_dicts(
     where: str = "<generated>",
 ) -> list[Job]:
     rows = (
-        _Row(where, i + 1, {k: v for k, v in r.items() if v is not None}, None) for i, r in enumerate(records)
+        Row(where, i + 1, {k: v for k, v in r.items() if v is not None}, None) for i, r in enumerate(records)
     )
     return build_jobs(rows, policy, tree, cluster)

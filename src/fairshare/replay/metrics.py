@@ -10,7 +10,7 @@ at every event and exception expiry) and reports per-job facts (`job_started`, `
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +73,8 @@ class MetricsFeed:
     def __init__(self, recorder: MetricsRecorder) -> None:
         self.recorder = recorder
         self.static_vec = np.asarray(recorder.tree.static_frac)
-        self.state: IntervalState | None = None
+        # integrating a span goes straight to the recorder, with the rates set below
+        self.interval: Callable[[float, float], None] = recorder.interval
 
     def rates_changed(self, engine: EngineState) -> None:
         """Owed, delivered and unallocated per tree node, delivered and owed per GPU type (the
@@ -91,13 +92,14 @@ class MetricsFeed:
             rates[3] = rates[1]
             rates[4] = rates[0]
         else:
-            np.matmul(engine.leaf_used_t, engine.up, out=rates[3 : 3 + k])
-            demand_t = (engine.leaf_pending_t + engine.leaf_used_t) @ engine.up
+            d = engine.demand
+            np.matmul(d.leaf_used_t, d.up, out=rates[3 : 3 + k])
+            demand_t = (d.leaf_pending_t + d.leaf_used_t) @ d.up
             for ty in range(k):
                 rates[3 + k + ty] = water_fill(
                     engine.tree, fleet.cap_t[ty], demand_t[ty].tolist(), engine.shares
                 )
-        self.state = IntervalState(
+        self.recorder.current = IntervalState(
             rates,
             cap,
             fleet.allocated,
@@ -105,10 +107,6 @@ class MetricsFeed:
             engine.fragmented_gpus(),
             np.array([fleet.alloc_t, fleet.idle_t], dtype=np.float64),
         )
-
-    def interval(self, t0: float, t1: float) -> None:
-        assert self.state is not None
-        self.recorder.interval(t0, t1, self.state)
 
 
 @dataclass
@@ -135,6 +133,7 @@ class MetricsRecorder:
     samples_owed: list[Vec] = field(default_factory=list)
     samples_used: list[Vec] = field(default_factory=list)
     _next_sample: float = 0.0
+    current: IntervalState | None = None  # the rates now (MetricsFeed sets them)
 
     def __post_init__(self) -> None:
         n = len(self.tree.paths)
@@ -192,7 +191,11 @@ class MetricsRecorder:
             heapq.heappush(self._pending_cuts, start + self.window)
             self._next_k += 1
 
-    def interval(self, t0: float, t1: float, st: IntervalState) -> None:
+    def interval(self, t0: float, t1: float, st: IntervalState | None = None) -> None:
+        """Integrate the rates `st` (default: the current ones) over [t0, t1]."""
+        if st is None:
+            st = self.current
+            assert st is not None, "no rates yet"
         dt = t1 - t0
         if dt <= 0:
             return

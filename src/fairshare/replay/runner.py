@@ -25,7 +25,7 @@ from ..inputs.formats import (
     get_workload_format,
     trace_file,
 )
-from ..inputs.policy import Policy
+from ..inputs.policy import Policy, review_warnings
 from ..inputs.scenarios import ScenarioData
 from ..inputs.workload import Job, jobs_from_dicts, load_workload
 from .outputs import write_replay
@@ -55,6 +55,7 @@ def inputs_from_files(
     cluster = build_cluster(
         validate(ClusterSpec, load_yaml(cluster_path), str(cluster_path)), str(cluster_path), policy
     )
+    review_warnings(policy, str(policy_path), cluster.epoch, f"before the epoch, {cluster.epoch.date()}")
     jobs = load_workload(workload_path, policy, tree, cluster)
     return Inputs(
         name,
@@ -125,6 +126,7 @@ def inputs_from_sources(
     pol = validate(Policy, raw, policy_where)
     tree = TreeIndex.build(pol.tree)
     built = build_cluster(spec, source.where, pol)
+    review_warnings(pol, policy_where, built.epoch, f"before the epoch, {built.epoch.date()}")
     jobs = loaded.jobs(pol, tree, built)
     if not jobs:
         raise InputError(loaded.where, "", "the workload has no jobs")
@@ -215,12 +217,17 @@ def overstate_estimates(inputs: Inputs, low: float, high: float, seed: int = 1) 
     return dataclasses.replace(inputs, jobs=jobs, notes=(*inputs.notes, note))
 
 
-def check_policies(names: Sequence[str]) -> list[str]:
-    out = []
+def check_policies(names: Sequence[str], option: str = "--policies") -> list[str]:
+    """The policy names, each known and given once; errors name the option the user typed."""
+    out: list[str] = []
     for raw in names:
         n = raw.strip()
+        if not n:
+            raise InputError(option, ",".join(names), "an empty policy name (a comma too many?)")
         if n not in STRATEGIES:
-            raise InputError("--policies", n, f"unknown policy (known: {', '.join(STRATEGIES)})")
+            raise InputError(option, n, f"unknown policy (known: {', '.join(STRATEGIES)})")
+        if n in out:
+            raise InputError(option, ",".join(names), f"{n} is given twice: each policy is replayed once")
         out.append(n)
     return out
 
@@ -250,15 +257,36 @@ def compare(
     out: Path | None,
     progress: Callable[[int], None] | None = None,
     forecast: int = 0,
+    *,
+    finished: Callable[[str], None] | None = None,
+    final: Path | None = None,
 ) -> Comparison:
-    """The same arrivals under each strategy; each replay's folder written to OUT/<strategy>."""
+    """The same arrivals under each strategy, writing `out/<strategy>/` when `out` is given.
+
+    `progress(n)` hears of jobs done, `len(inputs.jobs)` per strategy in all (jobs still running
+    at the horizon count as done when the replay ends); `finished(strategy)` of each replay
+    written. `final` is where `out` will be once in place (a staged output), for the results'
+    `out_dir`. `forecast` > 0 also measures start forecasts (Simulator).
+    """
     results = []
     for name in strategies:
-        output = run_strategy(inputs, name, progress, forecast)
+        told = 0
+
+        def tick(n: int) -> None:
+            nonlocal told
+            told += n
+            if progress is not None:
+                progress(n)
+
+        output = run_strategy(inputs, name, tick if progress is not None else None, forecast)
+        if progress is not None and told < len(inputs.jobs):
+            progress(len(inputs.jobs) - told)
         folder = None
         if out is not None:
-            folder = out / name
-            write_replay(folder, inputs.cluster, inputs.policy_text, output)
+            write_replay(out / name, inputs.cluster, inputs.policy_text, output)
+            folder = (final or out) / name
+        if finished is not None:
+            finished(name)
         r = output.result
         results.append(
             type(r)(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -72,7 +73,11 @@ _WAIT_TICKS = (
 
 @contextmanager
 def _style() -> Iterator[None]:
-    with matplotlib.rc_context(_RC):
+    # svg.fonttype "none" writes text as text: the browser draws every glyph with its own fonts, so
+    # matplotlib's "Glyph ... missing from font(s) DejaVu Sans" (emoji or other scripts in group
+    # names) only concerns its layout estimate, and is not shown to the user.
+    with matplotlib.rc_context(_RC), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
         yield
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from .._units import fmt_duration
 from ..errors import InputError
-from ..replay.outputs import read_jsonl
+from ..replay.outputs import EXPORT_KIND, MARKER, REPLAY_KIND, read_jsonl, read_marker, verified_folder
 
 HOLD_TEXT = {
     "no_capacity": "not enough free GPUs of an allowed type",
@@ -18,16 +18,55 @@ HOLD_TEXT = {
 
 
 def replay_folders(out: Path) -> list[Path]:
-    if (out / "events.jsonl").exists():
+    """The complete replay folders at `out`: `out` itself, or those a compare or replay output
+    lists in its complete.json. A folder that did not come from a finished run is refused."""
+    marker = read_marker(out)
+    kind = marker.get("fairshare_output") if marker is not None else None
+    if (out / "events.jsonl").exists() or kind in (REPLAY_KIND, EXPORT_KIND):
+        verified_folder(out)
         return [out]
-    found = sorted(p.parent for p in out.glob("*/events.jsonl")) + sorted(
-        p.parent for p in out.glob("*/*/events.jsonl")
-    )
-    if not found:
+    if marker is not None and kind == "output":
+        listed = marker.get("folders")
+        if not isinstance(listed, list) or not listed:
+            raise InputError(str(out / MARKER), "", "lists no replay folders: run the command again")
+        folders = [out / str(f) for f in listed]
+        for f in folders:
+            verified_folder(f)
+        return folders
+    if out.is_dir() and (any(out.glob("*/events.jsonl")) or any(out.glob("*/*/events.jsonl"))):
         raise InputError(
-            str(out), "", "no events.jsonl here or in a policy folder below (run `fairshare compare` first)"
+            str(out),
+            "",
+            f"not a complete fairshare output (no {MARKER}): the run that wrote it did not finish, "
+            "or an older fairshare wrote it; run `fairshare compare` again",
         )
-    return found
+    raise InputError(
+        str(out), "", "no events.jsonl here or in a policy folder below (run `fairshare compare` first)"
+    )
+
+
+def explain_all(out: Path, job: str) -> str:
+    """`explain` for every replay folder at `out` that holds the job (a scenario without it is
+    named, not an error); an InputError when none does."""
+    folders = replay_folders(out)
+    texts, without = [], []
+    for folder in folders:
+        try:
+            texts.append(explain(folder, job))
+        except JobNotFound:
+            without.append(folder)
+    if not texts:
+        where = str(out / "events.jsonl") if folders == [out] else str(out)
+        raise InputError(
+            where, "", f"no job {job!r} in {'this replay' if folders == [out] else 'any replay here'}"
+        )
+    if without:
+        texts.append(f"job {job} is not in: {', '.join(str(f) for f in without)}")
+    return "\n\n".join(texts)
+
+
+class JobNotFound(InputError):
+    """The job is not in a replay's events."""
 
 
 def _fmt_evidence(d: dict[str, Any]) -> str:
@@ -57,15 +96,31 @@ def _num(v: Any) -> str:
 
 
 def explain(folder: Path, job: str) -> str:
-    events = [e for e in read_jsonl(folder / "events.jsonl") if e.get("job") == job]
+    events_path = folder / "events.jsonl"
+    events = [e for e in read_jsonl(events_path) if e.get("job") == job]
     if not events:
-        raise InputError(str(folder / "events.jsonl"), "", f"no job {job!r} in this replay")
+        raise JobNotFound(str(events_path), "", f"no job {job!r} in this replay")
     decisions_path = folder / "decisions.jsonl"
+    recorded = decisions_path.exists()
     decisions = (
         [d for d in read_jsonl(decisions_path) if d.get("job") == job or d.get("by") == job]
-        if decisions_path.exists()
+        if recorded
         else []
     )
+    try:
+        return _text(folder, job, events, decisions, recorded)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise InputError(
+            str(events_path),
+            "",
+            f"an event or decision of job {job} lacks a field or has one of the wrong type ({exc!r}): "
+            "the file does not follow FORMATS.md",
+        ) from None
+
+
+def _text(
+    folder: Path, job: str, events: list[dict[str, Any]], decisions: list[dict[str, Any]], recorded: bool
+) -> str:
     sub = events[0]
     lines = [
         f"job {job} ({folder}): group {sub['group']}, class {sub['class']}, {sub['gpus']} GPU(s) on "
@@ -83,6 +138,10 @@ def explain(folder: Path, job: str) -> str:
         lines.append(f"  t={e['t']:>12.1f}  {e['type']}{extra}")
     lines.extend(_forecast(events, decisions, job))
     lines.append("decisions:")
+    if not recorded:
+        lines.append(f"  none recorded: {folder / 'decisions.jsonl'} does not exist")
+    elif not decisions:
+        lines.append("  none about this job")
     for d in decisions:
         who = "" if d.get("job") == job else f" (on {d['job']}, made for this job)"
         lines.append(f"  t={d['t']:>12.1f}  {d['decision']}{who}: {_fmt_evidence(d)}")

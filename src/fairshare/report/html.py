@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import pathlib
 import re
+import signal
 from collections.abc import Callable, Sequence
 from multiprocessing.pool import Pool
 from types import TracebackType
@@ -64,7 +65,11 @@ def _draw(name: str, results: Sequence[ReplayResult], prefix: str) -> str:
 
 
 def _warm_up() -> None:
-    """A worker's start: import the charts (matplotlib) before the first chart is asked for."""
+    """A worker's start: import the charts (matplotlib) before the first chart is asked for.
+
+    Ctrl-C on a terminal reaches every process of the group: the parent handles it (and stops the
+    workers), so a worker ignores it instead of printing a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     importlib.import_module("fairshare.report.charts")
 
 

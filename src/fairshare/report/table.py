@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._units import fmt_duration_rounded
 from ..replay.results import Comparison, ReplayResult
 
 WAIT_FLOOR_S = 10.0  # waits below this are drawn at it on the log-scale wait chart
@@ -45,25 +46,10 @@ def number(value: object) -> float | None:
     return result if math.isfinite(result) else None
 
 
-_UNITS = ((86400, "d"), (3600, "h"), (60, "m"), (1, "s"))
-
-
 def fmt_duration(seconds: object) -> str:
     """Two most significant units, rounded: 250 -> 4m10s, 7379 -> 2h3m, 93784 -> 1d2h; null -> "—"."""
     value = number(seconds)
-    if value is None:
-        return NA
-    sign, s = ("-" if value < 0 else ""), abs(value)
-    for i, (size, unit) in enumerate(_UNITS):
-        minor_size, minor_unit = _UNITS[min(i + 1, len(_UNITS) - 1)]
-        rounded = round(s / minor_size) * minor_size
-        if rounded >= size:
-            major, minor = divmod(rounded, size)
-            text = f"{major}{unit}"
-            if minor and minor_size != size:
-                text += f"{minor // minor_size}{minor_unit}"
-            return sign + text
-    return "0s"
+    return NA if value is None else fmt_duration_rounded(value)
 
 
 def fmt_num(value: object) -> str:

@@ -53,23 +53,6 @@ from .errors import Conflict, NotFound
 from .store import Store
 from .timefmt import from_iso
 
-SPEC_KEYS = (
-    "group",
-    "user",
-    "class",
-    "gpus",
-    "nodes",
-    "gpu_type",
-    "cpus",
-    "mem_gb",
-    "estimate",
-    "label",
-    "deadline",
-    "protected",
-    "resumable",
-    "checkpoint",
-)
-
 
 @dataclass
 class Run:
@@ -537,12 +520,3 @@ class DemoCluster:
     # ------------------------------------------------------------------ checks (tests)
     def all_runs(self) -> list[Run]:
         return [r for runs in self.runs.values() for r in runs]
-
-
-def truth_job(spec: Mapping[str, Any], job_id: str, t: float, build: Callable[[dict[str, Any]], Job]) -> Job:
-    """An API submission's Job: `work` (its real run time, demo only) defaults to the estimate."""
-    row = {k: v for k, v in spec.items() if k in (*SPEC_KEYS, "work", "stall_after")}
-    if "work" not in row and "estimate" in row:
-        row["work"] = row["estimate"]
-    row.update({"job_id": job_id, "submit": t})
-    return build(row)

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..replay.outputs import EXPORT_KIND, write_files
 from . import audit, journal, portfolio
 from .audit import StoredRecord, Verdict
 from .db import Tx
@@ -36,32 +37,30 @@ def _records(tx: Tx) -> list[StoredRecord]:
 
 
 def export(tx: Tx, out: Path, verdict: Verdict | None) -> Exported:
-    """Write OUT/{decisions.jsonl, events.jsonl, policy.yaml, audit.json} from one snapshot `tx`."""
+    """Write OUT/{decisions.jsonl, events.jsonl, policy.yaml, audit.json} from one snapshot `tx`,
+    then the completion marker (replay.outputs), so `explain` reads it as a complete folder."""
     out.mkdir(parents=True, exist_ok=True)
     utf8 = "utf-8"
-    n = 0
-    with (out / "decisions.jsonl").open("w", encoding=utf8) as f:
-        for rec in _records(tx):
-            f.write(_line(rec.as_decision()) + "\n")
-            n += 1
-    m = 0
-    with (out / "events.jsonl").open("w", encoding=utf8) as f:
-        for ev in journal.events(tx):
-            f.write(ev.text + "\n")
-            m += 1
+    decisions = [_line(rec.as_decision()) + "\n" for rec in _records(tx)]
+    events = [ev.text + "\n" for ev in journal.events(tx)]
+    files = {
+        "decisions.jsonl": "".join(decisions).encode(utf8),
+        "events.jsonl": "".join(events).encode(utf8),
+    }
     cur = portfolio.current_policy(tx)
     if cur is not None:
-        (out / "policy.yaml").write_text(cur.text, encoding=utf8)
+        files["policy.yaml"] = cur.text.encode(utf8)
     seq, head = audit.head(tx)
     summary = {
         "exported_at": iso(tx.now),
-        "records": n,
-        "events": m,
+        "records": len(decisions),
+        "events": len(events),
         "head_seq": seq,
         "head_hash": head,
         "verified": None if verdict is None else verdict.ok,
         "policy_version": None if cur is None else cur.version,
         "policy_sha256": None if cur is None else cur.sha256,
     }
-    (out / "audit.json").write_text(json.dumps(summary, indent=2) + "\n", encoding=utf8)
-    return Exported(n, m, verdict)
+    files["audit.json"] = (json.dumps(summary, indent=2) + "\n").encode(utf8)
+    write_files(out, files, {"fairshare_output": EXPORT_KIND, "exported_at": summary["exported_at"]})
+    return Exported(len(decisions), len(events), verdict)

@@ -3,14 +3,15 @@
 `LiveEngine` is the engine (fairshare.engine.EngineState) plus what a live driver changes that a
 replay never does, each a journaled call like the engine's own, so a restart rebuilds it exactly:
 
-    cancel(job)                a pending job withdrawn (a running one ends with `finished`)
     set_policy(sha)            a new policy version with the same tree, GPU rates and window: shares,
                                knobs, classes and the strategy's preemption switch apply from now
     set_exceptions([...])      the share exceptions in force from now (policy file's and stored ones)
+    reject(job, reason)        a submission the policy in force cannot take
 
-It also keeps, from the same calls, a record per job (submitted, first and last start, end, runs,
-preemptions) for the API, and integrates *unallocated* usage per tree node over the window (usage
-above the node's static entitlement, static fraction x C(t), at each instant) with a listener.
+(A user's cancellation is the engine's own `cancelled`.) It also keeps, from the same calls, a
+record per job (submitted, first and last start, end, runs, preemptions) for the API, and
+integrates *unallocated* usage per tree node over the window (usage above the node's static
+entitlement, static fraction x C(t), at each instant) with a listener.
 
 `replay(engine, events)` applies stored journal events with public calls only (the recovery path
 and a follower's tail); `rebuild(...)` makes a fresh engine from the journal's first `setup` record.
@@ -141,28 +142,20 @@ class LiveEngine(EngineState):
         return view
 
     # ------------------------------------------------------------------ the live driver's calls
-    def cancel(self, job_id: str) -> None:
-        """A job is withdrawn. A pending one leaves the queue; a running one ends (charged until now)."""
-        self._record("cancel", job_id)
-        if job_id in self.running:
-            journal, self.journal = self.journal, None  # one journal record: this call's
-            try:
-                self.finished(job_id)
-            finally:
-                self.journal = journal
-        else:
-            job = self.pending.jobs.get(job_id)
-            if job is not None:
-                self._from_pending(job)
-                self.last_hold.pop(job_id, None)
-                self.need_pass = True
+    def cancelled(self, job_id: str) -> None:
+        """A job is withdrawn: a pending one leaves the queue, a running one ends (charged until now)."""
+        super().cancelled(job_id)
         rec = self.info.get(job_id)
         if rec is not None:
             rec.state, rec.ended, rec.nodes = "cancelled", self.t, ()
 
+    def _log(self, kind: str, *args: Any) -> None:
+        if self.journal is not None:
+            self.journal.append(Event(kind, args))
+
     def set_policy(self, sha: str) -> None:
         """A policy version with the same tree paths, GPU rates and window applies from now."""
-        self._record("set_policy", sha)
+        self._log("set_policy", sha)
         pol = self.policies(sha)
         tree = TreeIndex.build(pol.tree)
         self.tree = tree
@@ -177,7 +170,7 @@ class LiveEngine(EngineState):
     def set_exceptions(self, exceptions: Sequence[Mapping[str, Any]]) -> None:
         """The share exceptions in force from now: [{id, group, extra_share, expires_t, approver,
         reason}] (their expiry instants wake the engine)."""
-        self._record("set_exceptions", [dict(e) for e in exceptions])
+        self._log("set_exceptions", [dict(e) for e in exceptions])
         self.exceptions_in_force = [dict(e) for e in exceptions]
         idx = self.tree.index()
         resolved = tuple(
@@ -213,7 +206,7 @@ class LiveEngine(EngineState):
 
     def reject(self, job_id: str, reason: str) -> None:
         """A submission the policy in force refuses (unknown group or class, fits no node, ...)."""
-        self._record("reject", job_id, reason)
+        self._log("reject", job_id, reason)
         self.rejected[job_id] = reason
 
     # ------------------------------------------------------------------ reads

@@ -40,7 +40,6 @@ from ..engine.events import Event
 from ..engine.forecast import forecast_starts
 from ..errors import InputError
 from ..inputs.policy import Policy
-from ..inputs.workload import jobs_from_dicts
 from . import audit, journal, portfolio
 from .audit import AuditRecord
 from .backend import (
@@ -314,7 +313,7 @@ class SchedulerLoop:
             if o.job not in e.pending.jobs and o.job not in e.running:
                 return
             view = e.running.get(o.job)
-            e.cancel(o.job)
+            e.cancelled(o.job)
             if view is not None:
                 usage.append(Interval(o.job, view.job.group, view.charge, view.t0, t))
         elif isinstance(o, Hung):
@@ -336,27 +335,10 @@ class SchedulerLoop:
 
     def build_truth_job(self, job_id: str, spec: Mapping[str, Any], t: float) -> Any:
         """(demo) An API submission resolved against the policy in force, with its truth."""
-        from .demo import truth_job
-
         assert self.requests is not None
         e = self.engine
         sha = e.policy_sha if e is not None else self._current_sha()
-        pol = self.policy(sha)
-        from ..core.tree import TreeIndex
-
-        tree = TreeIndex.build(pol.tree)
-        return truth_job(
-            spec,
-            job_id,
-            t,
-            lambda row: jobs_from_dicts(
-                [row],
-                pol,
-                tree,
-                self.requests.cluster,  # type: ignore[union-attr]
-                where=f"job {job_id}",
-            )[0],
-        )
+        return self.requests.build(self.policy(sha), job_id, spec, t, truth=True)
 
     def _current_sha(self) -> str:
         with self.store.read() as tx:

@@ -12,6 +12,7 @@ committed). Without the variable it does nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from collections.abc import Mapping, Sequence
@@ -47,17 +48,39 @@ class CrashPoints:
 
 
 class Requests:
-    """Submissions (workload rows) -> JobRequests, resolved against the policy in force."""
+    """Submissions (workload rows) -> Jobs, resolved against the policy in force.
+
+    The workload rules work on a replay's clock (times from t = 0, within the input limits), so a
+    submission is resolved at t = 0 and its instants moved to the service's clock afterwards: its
+    submit time becomes `t`, a deadline given as an instant counts from `t`, a class's relative
+    deadline from `t` too."""
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.cluster = Cluster(tuple(nodes), (), (), EPOCH_DEFAULT, None)
+        self._trees: dict[int, TreeIndex] = {}
 
-    def build(self, policy: Policy, job_id: str, spec: Mapping[str, Any], t: float) -> Job:
-        row = {k: v for k, v in spec.items() if k not in ("job_id", "submit", "work", "stall_after")}
+    def build(
+        self, policy: Policy, job_id: str, spec: Mapping[str, Any], t: float, truth: bool = False
+    ) -> Job:
+        """The Job of a submission at instant t. `truth` (demo): keep the spec's `work` and
+        `stall_after` (the real run time; default: the estimate); otherwise work is the estimate."""
+        keep = ("work", "stall_after") if truth else ()
+        row = {
+            k: v for k, v in spec.items() if k not in ("job_id", "submit", "work", "stall_after") or k in keep
+        }
         if row.get("estimate") is None:
             raise InputError(f"job {job_id}", "estimate", "a job needs its declared run time (estimate)")
-        row.update({"job_id": job_id, "submit": t, "work": row["estimate"]})
-        jobs = jobs_from_dicts(
-            [row], policy, TreeIndex.build(policy.tree), self.cluster, where=f"job {job_id}"
-        )
-        return jobs[0]
+        row.setdefault("work", row["estimate"])
+        deadline = row.get("deadline")
+        if isinstance(deadline, int | float) and not isinstance(deadline, bool):
+            if deadline <= t:
+                raise InputError(f"job {job_id}", "deadline", "the deadline has passed already")
+            row["deadline"] = deadline - t
+        row.update({"job_id": job_id, "submit": 0.0})
+        tree = self._trees.get(id(policy))
+        if tree is None:
+            tree = self._trees[id(policy)] = TreeIndex.build(policy.tree)
+        job = jobs_from_dicts([row], policy, tree, self.cluster, where=f"job {job_id}")[0]
+        r = job.request
+        moved = dataclasses.replace(r, submit=t, deadline=None if r.deadline is None else r.deadline + t)
+        return dataclasses.replace(job, request=moved)

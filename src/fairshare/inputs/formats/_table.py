@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from .._validation import reading_errors
-from ..workload import _Row
+from .._validation import read_text, reading_errors
+from ..rows import Row, spanning
 
 
-class TraceRow(_Row):
+class TraceRow(Row):
     """A workload row built from a trace row: errors name the trace's line and column.
 
     `columns` maps a job key (gpus, work, ...) to the (1-based column, column name) of the trace it
@@ -31,13 +31,11 @@ class TraceRow(_Row):
         super().__init__(where, line, values, None)
         self.trace_columns = columns
 
-    def fail(self, key: str, message: str) -> InputError:
+    def at(self, key: str) -> str:
         col = self.trace_columns.get(key)
         if col is not None:
-            at = f"line {self.line}, column {col[0]} ({col[1]})"
-        else:
-            at = f"line {self.line} (job {key})"
-        return InputError(self.where, at, message)
+            return f"line {self.line}, column {col[0]} ({col[1]})"
+        return f"line {self.line} (job {key})"
 
 
 @dataclass(frozen=True)
@@ -102,11 +100,11 @@ def read_table(path: Path, required: Sequence[str], what: str) -> Table:
     where = str(path)
     if not path.is_file():
         raise InputError(where, "", "file not found")
+    text = read_text(path)
     with reading_errors(where), gc_paused():
-        text = path.read_text(encoding="utf-8-sig")
         linenos: list[int] | None = None  # None: the line of record i is i + 1
         if '"' in text:
-            records, linenos = _quoted(text)
+            records, linenos = _quoted(text, where)
         else:  # no quoting: a line is a row, cells split on commas (much faster than csv.reader)
             records = [line.split(",") for line in text.split("\n")]
         header, index, start = _header(records, linenos, where, required, what)
@@ -161,11 +159,18 @@ def _header(
     raise InputError(where, "line 1", "empty file: expected a header row")
 
 
-def _quoted(text: str) -> tuple[list[list[str]], list[int]]:
+def _quoted(text: str, where: str) -> tuple[list[list[str]], list[int]]:
+    """Records and the line each starts on; a record spanning lines is an error (`spanning`)."""
     reader = csv.reader(io.StringIO(text, newline=""))
     rows: list[list[str]] = []
     lines: list[int] = []
+    header: list[str] = []
+    line = 1
     for cells in reader:
+        start, line = line, reader.line_num + 1
+        if not header and cells:
+            header = [c.strip() for c in cells]
+        spanning(where, start, reader.line_num, cells, header)
         rows.append(cells if cells else [""])
-        lines.append(reader.line_num)
+        lines.append(start)
     return rows, lines

@@ -23,23 +23,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..._units import fmt_duration
 from ...core.tree import TreeIndex
 from ...errors import InputError
+from .. import limits
 from ..cluster import Cluster
 from ..policy import Policy
 from ..workload import Job, build_jobs
-from ._table import TraceRow, gc_paused, read_table
+from . import shaping
+from ._table import Table, TraceRow, gc_paused, read_table
 from .registry import (
     ClusterFormat,
     ClusterSource,
     LoadedWorkload,
     TraceOptions,
     WorkloadFormat,
-    clip,
     cluster_format,
-    round_gpus,
-    window,
     workload_format,
 )
 
@@ -98,6 +96,10 @@ class OpenbCluster(ClusterFormat):
         skipped = 0
         for r, cells in enumerate(table.rows):
             gpus = table.whole(r, "gpu", cells[table.index["gpu"]])
+            if gpus > limits.MAX_NODE_GPUS:
+                raise table.fail(
+                    r, "gpu", f"must be at most {limits.MAX_NODE_GPUS:,} GPUs per node (the limit)"
+                )
             if gpus == 0:
                 skipped += 1
                 continue
@@ -156,93 +158,20 @@ class OpenbPods(WorkloadFormat):
         where = table.where
         if options.repeat != 1:
             raise InputError(where, "", "--repeat is supported by the philly format only")
-        ix = table.index
-        opt = {c: ix.get(c) for c in POD_OPTIONAL}
-        pods: list[tuple[int, float, dict[str, Any]]] = []  # (row, submit, values)
-        qos_gpu_s: dict[str, float] = {}
-        shared = floored = 0
-        cpu_only = 0
-        cpu_only_cpus = cpu_only_mem = cpu_only_cpu_s = cpu_only_mem_s = 0.0
+        pods = _Pods(table)
         for r, cells in enumerate(table.rows):
-            num_gpu = table.whole(r, "num_gpu", cells[ix["num_gpu"]])
-            milli = 0
-            if opt["gpu_milli"] is not None and not _absent(cells[ix["gpu_milli"]]):
-                milli = table.whole(r, "gpu_milli", cells[ix["gpu_milli"]])
-            cpus = mem = 0.0
-            if opt["cpu_milli"] is not None and not _absent(cells[ix["cpu_milli"]]):
-                cpus = table.number(r, "cpu_milli", cells[ix["cpu_milli"]], minimum=0) / 1000
-            if opt["memory_mib"] is not None and not _absent(cells[ix["memory_mib"]]):
-                mem = table.number(r, "memory_mib", cells[ix["memory_mib"]], minimum=0) / 1024
-            created = table.number(r, "creation_time", cells[ix["creation_time"]], minimum=0)
-            started = created
-            if opt["scheduled_time"] is not None and not _absent(cells[ix["scheduled_time"]]):
-                started = table.number(r, "scheduled_time", cells[ix["scheduled_time"]], minimum=created)
-            deleted = table.number(r, "deletion_time", cells[ix["deletion_time"]])
-            if deleted < started:
-                raise table.fail(
-                    r,
-                    "deletion_time",
-                    f"the pod is deleted ({deleted:g}) before it was "
-                    f"{'scheduled' if started > created else 'created'} ({started:g})",
-                )
-            work = deleted - started
-            gpus = num_gpu
-            if num_gpu == 0 and milli == 0:
-                # CPU-only: replayed with no GPU, charged by its dominant CPU or memory share
-                cpu_only += 1
-                cpu_only_cpus += cpus
-                cpu_only_mem += mem
-                cpu_only_cpu_s += cpus * work
-                cpu_only_mem_s += mem * work
-            if milli and milli < 1000 and num_gpu <= 1:
-                shared += 1
-                gpus = 1
-            qos = cells[ix["qos"]].strip()
-            if _absent(qos):
-                raise table.fail(r, "qos", "a QoS (the job class) is required")
-            if work < 1.0:
-                floored += 1
-                work = 1.0
-            qos_gpu_s[qos] = qos_gpu_s.get(qos, 0.0) + max(gpus, 1) * work
-            values: dict[str, Any] = {
-                "job_id": cells[ix["name"]].strip(),
-                "submit": created,
-                "group": qos,
-                "class": qos,
-                "gpus": gpus,
-                "nodes": 1,
-                "work": work,
-            }
-            if opt["gpu_spec"] is not None and not _absent(cells[ix["gpu_spec"]]):
-                values["gpu_type"] = cells[ix["gpu_spec"]].strip()
-            if cpus > 0:
-                values["cpus"] = cpus
-            if mem > 0:
-                values["mem_gb"] = mem
-            pods.append((r, created, values))
-        if not pods:
+            pods.add(r, cells)
+        if not pods.pods:
             raise InputError(where, "", "the pod list has no pods")
-        pods.sort(key=lambda p: p[1])
-        first, end = window(len(pods), options, where)
-        chosen = pods[first:end]
-        t0 = chosen[0][1] if options.rebase else pods[0][1]
-        rounded = clipped = 0
-        bounds = options.clip
-        records: list[tuple[int, dict[str, Any]]] = []
-        for r, created, values in chosen:
-            v = dict(values)
-            v["submit"] = created - t0
-            if options.round_gpus:
-                g = round_gpus(v["gpus"])
-                if g != v["gpus"]:
-                    rounded += 1
-                    v["gpus"] = g
-            if bounds != (None, None):
-                w = clip(v["work"], bounds)
-                if w != v["work"]:
-                    clipped += 1
-                    v["work"] = w
-            records.append((table.lines[r], v))
+        pods.pods.sort(key=lambda p: p[1])
+        items = pods.pods
+        shaped = shaping.shape(
+            len(items),
+            lambda k: items[k][1],
+            lambda k: (table.lines[items[k][0]], dict(items[k][2])),
+            options,
+            where,
+        )
         cols = {
             "job_id": table.column("name"),
             "submit": table.column("creation_time"),
@@ -253,48 +182,10 @@ class OpenbPods(WorkloadFormat):
             "work": table.column("deletion_time"),
         }
         for key, col in (("gpu_type", "gpu_spec"), ("cpus", "cpu_milli"), ("mem_gb", "memory_mib")):
-            if col in ix:
+            if col in table.index:
                 cols[key] = table.column(col)
-        qos_gpu_h = {q: s / 3600.0 for q, s in qos_gpu_s.items()}
-        gpu_pods = len(pods) - cpu_only
-        summary = [
-            f"openb: {len(table.rows):,} pods in {where}: {gpu_pods:,} with GPUs, {cpu_only:,} without",
-            f"replaying pods {first}:{end} in submit order: {len(chosen):,} jobs",
-            f"{shared:,} pods share a fraction of one GPU (gpu_milli < 1000): each counts as one whole GPU",
-        ]
-        if cpu_only:
-            summary.append(
-                f"{cpu_only:,} CPU-only pods hold no GPU and are charged by their dominant CPU or memory "
-                f"share ({cpu_only_cpus:,.0f} CPUs and {cpu_only_mem:,.0f} GiB requested, "
-                f"{cpu_only_cpu_s / 3600:,.0f} CPU-hours and {cpu_only_mem_s / 3600:,.0f} GiB-hours); "
-                "CPU and memory capacity are not modelled, so they never wait"
-            )
-        if floored:
-            summary.append(f"{floored:,} pod(s) that lived under 1 s run for 1 s")
-        if options.round_gpus:
-            summary.append(f"{rounded:,} pods' GPUs rounded up to 1, 2, 4, 8 or a multiple of 8")
-        if bounds != (None, None):
-            lo, hi = bounds
-            summary.append(
-                f"{clipped:,} run times clipped to [{'-' if lo is None else fmt_duration(lo)}, "
-                f"{'-' if hi is None else fmt_duration(hi)}]"
-            )
-        stats = {
-            "pods_in_file": len(table.rows),
-            "gpu_pods": gpu_pods,
-            "shared_gpu_pods": shared,
-            "cpu_only_pods": cpu_only,
-            "cpu_only_cpus": cpu_only_cpus,
-            "cpu_only_mem_gb": cpu_only_mem,
-            "cpu_only_cpu_h": cpu_only_cpu_s / 3600,
-            "cpu_only_mem_gb_h": cpu_only_mem_s / 3600,
-            "qos_gpu_h": qos_gpu_h,
-            "window": (first, end),
-            "jobs": len(chosen),
-            "rounded": rounded,
-            "clipped": clipped,
-            "floored": floored,
-        }
+        qos_gpu_h = {q: s / 3600.0 for q, s in pods.qos_gpu_s.items()}
+        records = shaped.records
 
         def jobs(policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
             rows = (TraceRow(where, line, values, cols) for line, values in records)
@@ -317,6 +208,122 @@ class OpenbPods(WorkloadFormat):
             jobs=jobs,
             default_policy=lambda types: default_policy(qos_gpu_h, types),
             default_cluster=default_cluster,
-            summary=tuple(summary),
-            stats=stats,
+            summary=tuple(pods.summary(shaped, options)),
+            stats=pods.stats(shaped, qos_gpu_h),
         )
+
+
+class _Pods:
+    """The pods of a pod list read row by row: (row, creation time, job values), and counts."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.opt = {c: table.index.get(c) for c in POD_OPTIONAL}
+        self.pods: list[tuple[int, float, dict[str, Any]]] = []
+        self.qos_gpu_s: dict[str, float] = {}
+        self.shared = self.floored = self.cpu_only = 0
+        self.cpu_only_cpus = self.cpu_only_mem = self.cpu_only_cpu_s = self.cpu_only_mem_s = 0.0
+
+    def _given(self, cells: list[str], col: str) -> bool:
+        return self.opt[col] is not None and not _absent(cells[self.table.index[col]])
+
+    def add(self, r: int, cells: list[str]) -> None:
+        table, ix = self.table, self.table.index
+        num_gpu = table.whole(r, "num_gpu", cells[ix["num_gpu"]])
+        milli = table.whole(r, "gpu_milli", cells[ix["gpu_milli"]]) if self._given(cells, "gpu_milli") else 0
+        cpus = mem = 0.0
+        if self._given(cells, "cpu_milli"):
+            cpus = table.number(r, "cpu_milli", cells[ix["cpu_milli"]], minimum=0) / 1000
+        if self._given(cells, "memory_mib"):
+            mem = table.number(r, "memory_mib", cells[ix["memory_mib"]], minimum=0) / 1024
+        created, work = self._times(r, cells)
+        gpus = num_gpu
+        if num_gpu == 0 and milli == 0:
+            # CPU-only: replayed with no GPU, charged by its dominant CPU or memory share
+            self.cpu_only += 1
+            self.cpu_only_cpus += cpus
+            self.cpu_only_mem += mem
+            self.cpu_only_cpu_s += cpus * work
+            self.cpu_only_mem_s += mem * work
+        if milli and milli < 1000 and num_gpu <= 1:
+            self.shared += 1
+            gpus = 1
+        qos = cells[ix["qos"]].strip()
+        if _absent(qos):
+            raise table.fail(r, "qos", "a QoS (the job class) is required")
+        if work < 1.0:
+            self.floored += 1
+            work = 1.0
+        self.qos_gpu_s[qos] = self.qos_gpu_s.get(qos, 0.0) + max(gpus, 1) * work
+        values: dict[str, Any] = {
+            "job_id": cells[ix["name"]].strip(),
+            "submit": 0.0,  # set by shaping.shape
+            "group": qos,
+            "class": qos,
+            "gpus": gpus,
+            "nodes": 1,
+            "work": work,
+        }
+        if self._given(cells, "gpu_spec"):
+            values["gpu_type"] = cells[ix["gpu_spec"]].strip()
+        if cpus > 0:
+            values["cpus"] = cpus
+        if mem > 0:
+            values["mem_gb"] = mem
+        self.pods.append((r, created, values))
+
+    def _times(self, r: int, cells: list[str]) -> tuple[float, float]:
+        """creation_time, and the run time deletion_time - scheduled_time (a pod never scheduled:
+        from creation_time)."""
+        table, ix = self.table, self.table.index
+        created = table.number(r, "creation_time", cells[ix["creation_time"]], minimum=0)
+        started = created
+        if self._given(cells, "scheduled_time"):
+            started = table.number(r, "scheduled_time", cells[ix["scheduled_time"]], minimum=created)
+        deleted = table.number(r, "deletion_time", cells[ix["deletion_time"]])
+        if deleted < started:
+            raise table.fail(
+                r,
+                "deletion_time",
+                f"the pod is deleted ({deleted:g}) before it was "
+                f"{'scheduled' if started > created else 'created'} ({started:g})",
+            )
+        return created, deleted - started
+
+    def summary(self, shaped: shaping.Shaped, options: TraceOptions) -> list[str]:
+        rows = len(self.table.rows)
+        gpu_pods = len(self.pods) - self.cpu_only
+        lines = [
+            f"openb: {rows:,} pods in {self.table.where}: {gpu_pods:,} with GPUs, {self.cpu_only:,} without",
+            f"replaying pods {shaped.first}:{shaped.end} in submit order: {len(shaped.records):,} jobs",
+            f"{self.shared:,} pods share a fraction of one GPU (gpu_milli < 1000): each counts as one "
+            "whole GPU",
+        ]
+        if self.cpu_only:
+            lines.append(
+                f"{self.cpu_only:,} CPU-only pods hold no GPU and are charged by their dominant CPU or "
+                f"memory share ({self.cpu_only_cpus:,.0f} CPUs and {self.cpu_only_mem:,.0f} GiB requested, "
+                f"{self.cpu_only_cpu_s / 3600:,.0f} CPU-hours and {self.cpu_only_mem_s / 3600:,.0f} "
+                "GiB-hours); CPU and memory capacity are not modelled, so they never wait"
+            )
+        if self.floored:
+            lines.append(f"{self.floored:,} pod(s) that lived under 1 s run for 1 s")
+        return lines + shaping.summary(shaped, options, "pods")
+
+    def stats(self, shaped: shaping.Shaped, qos_gpu_h: dict[str, float]) -> dict[str, Any]:
+        return {
+            "pods_in_file": len(self.table.rows),
+            "gpu_pods": len(self.pods) - self.cpu_only,
+            "shared_gpu_pods": self.shared,
+            "cpu_only_pods": self.cpu_only,
+            "cpu_only_cpus": self.cpu_only_cpus,
+            "cpu_only_mem_gb": self.cpu_only_mem,
+            "cpu_only_cpu_h": self.cpu_only_cpu_s / 3600,
+            "cpu_only_mem_gb_h": self.cpu_only_mem_s / 3600,
+            "qos_gpu_h": qos_gpu_h,
+            "window": (shaped.first, shaped.end),
+            "jobs": len(shaped.records),
+            "rounded": shaped.rounded,
+            "clipped": shaped.clipped,
+            "floored": self.floored,
+        }

@@ -20,23 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from ..._units import fmt_duration
 from ...core.tree import TreeIndex
 from ...errors import InputError
+from .. import limits
 from ..cluster import Cluster
 from ..policy import Policy
 from ..workload import Job, build_jobs
+from . import shaping
 from ._table import Table, TraceRow, gc_paused, read_table
-from .registry import (
-    ClusterSource,
-    LoadedWorkload,
-    TraceOptions,
-    WorkloadFormat,
-    clip,
-    round_gpus,
-    window,
-    workload_format,
-)
+from .registry import ClusterSource, LoadedWorkload, TraceOptions, WorkloadFormat, workload_format
+from .shaping import Record
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 CLASS = "train"
@@ -86,10 +79,10 @@ def gang_nodes(gpus: int) -> int | None:
     """Nodes of a job over 8 GPUs: the fewest 8-GPU nodes over which its GPUs divide evenly."""
     if gpus <= NODE_GPUS:
         return None  # one node; the workload builder picks it from the cluster
-    k = -(-gpus // NODE_GPUS)
-    while gpus % k:
-        k += 1
-    return k
+    # the fewest nodes k >= gpus / 8 dividing gpus: gpus over the most GPUs per node (<= 8) that
+    # divide it (eight tries, where counting k up would take as long as a prime number of GPUs)
+    per = max(d for d in range(1, NODE_GPUS + 1) if gpus % d == 0)
+    return gpus // per
 
 
 def default_policy(team_gpu_h: dict[str, float], gpu_types: Sequence[str]) -> dict[str, Any]:
@@ -123,121 +116,113 @@ class PhillyFormat(WorkloadFormat):
         for c, w, g in zip(team, work, gpus, strict=True):
             team_gpu_s[c] = team_gpu_s.get(c, 0.0) + w * g
         order: list[int] = np.argsort(np.asarray(submit), kind="stable").tolist()
-        first, end = window(n, options, where)
-        chosen = order[first:end]
-        t0 = submit[chosen[0]] if options.rebase else submit[order[0]]
-        cols = {
-            "submit": table.column("timestamp"),
-            "work": table.column("duration"),
-            "gpus": table.column("num_gpus"),
-            "nodes": table.column("num_gpus"),
-            "group": table.column("cluster"),
-        }
-        records: list[tuple[int, dict[str, Any]]] = []
-        rounded = clipped = gangs = 0
-        bounds = options.clip
-        do_clip = bounds != (None, None)
         lines = table.lines
-        for i in chosen:
-            g = gpus[i]
-            if options.round_gpus:
-                rg = round_gpus(g)
-                if rg != g:
-                    rounded += 1
-                    g = rg
-            w = work[i]
-            if do_clip:
-                cw = clip(w, bounds)
-                if cw != w:
-                    clipped += 1
-                    w = cw
-            values: dict[str, Any] = {
+
+        def job(k: int) -> Record:
+            i = order[k]
+            return lines[i], {
                 "job_id": f"philly-{i}",
-                "submit": submit[i] - t0,
                 "group": team[i],
                 "class": CLASS,
-                "gpus": g,
-                "work": w,
+                "gpus": gpus[i],
+                "work": work[i],
             }
-            if g > NODE_GPUS:
+
+        shaped = shaping.shape(n, lambda k: submit[order[k]], job, options, where)
+        gangs = 0
+        for _, values in shaped.records:
+            if values["gpus"] > NODE_GPUS:
                 gangs += 1
-                values["nodes"] = gang_nodes(g)
-            records.append((lines[i], values))
-        if options.repeat > 1:
-            span = records[-1][1]["submit"] - records[0][1]["submit"] if records else 0.0
-            period = span * len(records) / max(1, len(records) - 1) if len(records) > 1 else 1.0
-            base = list(records)
-            for k in range(1, options.repeat):
-                for line, values in base:
-                    copy = dict(values)
-                    copy["job_id"] = f"{values['job_id']}-r{k}"
-                    copy["submit"] = values["submit"] + k * period
-                    records.append((line, copy))
+                values["nodes"] = gang_nodes(values["gpus"])
+        records = shaping.repeat(shaped.records, options.repeat, where)
+        t0 = submit[order[shaped.first if options.rebase else 0]]
         team_gpu_h = {t: v / 3600.0 for t, v in team_gpu_s.items()}
         epoch = _wall(t0).replace(" ", "T") + "Z"
         summary = [
             f"philly: {n:,} jobs of {len(team_gpu_s)} teams in {where}, submitted "
             f"{_wall(submit[order[0]])} .. {_wall(submit[order[-1]])}",
-            f"replaying jobs {first}:{end} in submit order: {len(chosen):,} jobs, t = 0 at {_wall(t0)}",
+            f"replaying jobs {shaped.first}:{shaped.end} in submit order: {len(shaped.records):,} jobs, "
+            f"t = 0 at {_wall(t0)}",
         ]
         if options.repeat > 1:
             summary.append(f"repeated {options.repeat} times back to back: {len(records):,} jobs")
         if gangs:
             summary.append(f"{gangs:,} jobs of more than 8 GPUs run as gangs of 8-GPU nodes")
-        if options.round_gpus:
-            summary.append(f"{rounded:,} jobs' GPUs rounded up to 1, 2, 4, 8 or a multiple of 8")
-        if do_clip:
-            summary.append(f"{clipped:,} run times clipped to [{_bound(bounds[0])}, {_bound(bounds[1])}]")
+        summary += shaping.summary(shaped, options, "jobs")
         stats = {
             "jobs_in_file": n,
             "teams": len(team_gpu_s),
             "team_gpu_h": team_gpu_h,
-            "window": (first, end),
-            "jobs": len(chosen),
-            "rounded": rounded,
-            "clipped": clipped,
+            "window": (shaped.first, shaped.end),
+            "jobs": len(shaped.records),
+            "rounded": shaped.rounded,
+            "clipped": shaped.clipped,
             "gangs": gangs,
             "epoch": epoch,
         }
-
-        def jobs(policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
-            if CLASS not in policy.classes:
-                raise InputError(
-                    where,
-                    "",
-                    f"Philly jobs are of class {CLASS!r}, which the policy does not define "
-                    f"(its classes: {', '.join(policy.classes)}); add a {CLASS} class to the policy",
-                )
-            rows = (TraceRow(where, line, values, cols) for line, values in records)
-            with gc_paused():
-                return build_jobs(rows, policy, tree, cluster)
-
-        whole = options.first == 0 and options.count is None
-
-        def cluster() -> ClusterSource:
-            if whole:
-                spec = {**FULL_CLUSTER, "epoch": epoch}
-                note = (
-                    "cluster: the Philly default for the whole trace, "
-                    "100 nodes x 8 GPUs in 10 blocks (800 GPUs)"
-                )
-            else:
-                spec = {**WINDOW_CLUSTER, "epoch": epoch}
-                note = "cluster: the Philly default for a window, 40 nodes x 8 GPUs in 4 blocks (320 GPUs)"
-            return ClusterSource(spec, f"{where}: default cluster", (note,))
-
-        return LoadedWorkload(
-            where=where,
-            jobs=jobs,
-            default_policy=lambda types: default_policy(team_gpu_h, types),
-            default_cluster=cluster,
-            summary=tuple(summary),
+        return _loaded(
+            where,
+            records,
+            table,
+            team_gpu_h,
+            whole=options.first == 0 and options.count is None,
+            epoch=epoch,
+            summary=summary,
             stats=stats,
         )
 
 
-def _bound(x: float | None) -> str:
-    return "-" if x is None else fmt_duration(x)
+def _loaded(
+    where: str,
+    records: list[Record],
+    table: Table,
+    team_gpu_h: dict[str, float],
+    *,
+    whole: bool,
+    epoch: str,
+    summary: list[str],
+    stats: dict[str, Any],
+) -> LoadedWorkload:
+    """The loaded workload: jobs built on demand, the default policy and cluster."""
+    cols = {
+        "submit": table.column("timestamp"),
+        "work": table.column("duration"),
+        "gpus": table.column("num_gpus"),
+        "nodes": table.column("num_gpus"),
+        "group": table.column("cluster"),
+    }
+
+    def jobs(policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
+        if CLASS not in policy.classes:
+            raise InputError(
+                where,
+                "",
+                f"Philly jobs are of class {CLASS!r}, which the policy does not define "
+                f"(its classes: {', '.join(policy.classes)}); add a {CLASS} class to the policy",
+            )
+        rows = (TraceRow(where, line, values, cols) for line, values in records)
+        with gc_paused():
+            return build_jobs(rows, policy, tree, cluster)
+
+    def cluster() -> ClusterSource:
+        if whole:
+            spec = {**FULL_CLUSTER, "epoch": epoch}
+            note = (
+                "cluster: the Philly default for the whole trace, 100 nodes x 8 GPUs in 10 blocks (800 GPUs)"
+            )
+        else:
+            spec = {**WINDOW_CLUSTER, "epoch": epoch}
+            note = "cluster: the Philly default for a window, 40 nodes x 8 GPUs in 4 blocks (320 GPUs)"
+        return ClusterSource(spec, f"{where}: default cluster", (note,))
+
+    return LoadedWorkload(
+        where=where,
+        jobs=jobs,
+        default_policy=lambda types: default_policy(team_gpu_h, types),
+        default_cluster=cluster,
+        summary=tuple(summary),
+        stats=stats,
+    )
 
 
 def _columns(table: Table) -> tuple[list[float], list[float], list[int], list[str]]:
@@ -255,7 +240,9 @@ def _columns(table: Table) -> tuple[list[float], list[float], list[int], list[st
             stamps = np.array(cols[ti], dtype="datetime64[ms]")
             du = np.array(cols[di], dtype=np.float64)
             gp = np.array(cols[gi], dtype=np.int64)
-        ok = not np.isnat(stamps).any() and bool(np.all(np.isfinite(du) & (du > 0)) and np.all(gp >= 1))
+        ok = not np.isnat(stamps).any() and bool(
+            np.all(np.isfinite(du) & (du > 0)) and np.all((gp >= 1) & (gp <= limits.MAX_JOB_GPUS))
+        )
         ts = stamps.astype(np.int64) / 1000.0
     except (ValueError, TypeError, OverflowError, Warning):
         ok = False
@@ -287,4 +274,8 @@ def _slow_row(table: Table, r: int, cells: list[str], ti: int, di: int, gi: int)
     if not w > 0:
         raise table.fail(r, "duration", f"the run time must be > 0 seconds, got {cells[di]!r}")
     g = table.whole(r, "num_gpus", cells[gi], minimum=1)
+    if g > limits.MAX_JOB_GPUS:
+        raise table.fail(
+            r, "num_gpus", f"must be at most {limits.MAX_JOB_GPUS:,} (the limit), got {cells[gi]!r}"
+        )
     return s, w, g

@@ -1,0 +1,124 @@
+"""Demand: the pending and running charge of every leaf and tree node, which the water-filling
+splits the capacity over (DESIGN.md §2 "Demand": a leaf demands the charge rate of its running
+plus pending jobs); per GPU type when the fleet has several (per-type owed in the metrics); and
+the shapes of the pending jobs (FORMATS.md fragmented capacity). Kept incrementally: a change
+re-adds the changed leaf's ancestors from their children, so no float residue accumulates.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..core.model import JobRequest, Node
+from ..core.placement import FreeIndex
+from ..core.tree import TreeIndex
+from .ledger import Vec
+
+
+class Demand:
+    def __init__(
+        self, tree: TreeIndex, index: FreeIndex, nodes: Sequence[Node], rates: Mapping[str, float]
+    ) -> None:
+        self.tree, self.index, self.nodes, self.rates = tree, index, nodes, rates
+        n = len(tree.paths)
+        self.leaf_pending = [0.0] * n
+        self.leaf_used = [0.0] * n
+        self.leaf_pending_n = [0] * n
+        self.node_pending = [0.0] * n  # per tree node: its leaves' pending charge
+        self.node_used = [0.0] * n  # per tree node: its leaves' running charge
+        k = len(index.types)
+        self.multi_type = k > 1
+        self.type_rep = [index.node_type.index(ty) for ty in range(k)]  # a node of each type
+        self.leaf_pending_t: Vec = np.zeros((k, n))
+        self.leaf_pending_n_t = np.zeros((k, n), dtype=np.int64)
+        self.leaf_used_t: Vec = np.zeros((k, n))
+        self.leaf_runs_t = np.zeros((k, n), dtype=np.int64)
+        self.up: Vec = np.zeros((n, n))  # up[leaf, a] = 1 when a is the leaf or one of its ancestors
+        for leaf in tree.leaves:
+            for a in tree.leaf_ancestors[leaf]:
+                self.up[leaf, a] = 1.0
+        self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
+
+    def _leaf_changed(self, leaf: int) -> None:
+        """Re-add the leaf's ancestors from their children (exact: no running float residue)."""
+        pending, used, children = self.node_pending, self.node_used, self.tree.children
+        pending[leaf], used[leaf] = self.leaf_pending[leaf], self.leaf_used[leaf]
+        for a in self.tree.leaf_ancestors[leaf][1:]:
+            pending[a] = sum(pending[c] for c in children[a])
+            used[a] = sum(used[c] for c in children[a])
+
+    def type_charges(self, job: JobRequest) -> list[tuple[int, float]]:
+        """(type id, charge on a node of that type) for every GPU type the job may use."""
+        index = self.index
+        ids = range(len(index.types)) if job.gpu_types is None else [index.type_id[t] for t in job.gpu_types]
+        return [(ty, job.charge_on(self.nodes[self.type_rep[ty]], self.rates)) for ty in ids]
+
+    def add_pending(self, job: JobRequest) -> None:
+        self.leaf_pending[job.leaf] += job.charge
+        self.leaf_pending_n[job.leaf] += 1
+        self._leaf_changed(job.leaf)
+        if self.multi_type:
+            for ty, c in self.type_charges(job):
+                self.leaf_pending_t[ty, job.leaf] += c
+                self.leaf_pending_n_t[ty, job.leaf] += 1
+        self.pending_shapes[(job.gpu_types, job.gpus, job.nodes)] += 1
+
+    def remove_pending(self, job: JobRequest) -> None:
+        if self.multi_type:
+            for ty, c in self.type_charges(job):
+                self.leaf_pending_n_t[ty, job.leaf] -= 1
+                left = self.leaf_pending_n_t[ty, job.leaf]
+                self.leaf_pending_t[ty, job.leaf] = self.leaf_pending_t[ty, job.leaf] - c if left else 0.0
+        self.leaf_pending_n[job.leaf] -= 1
+        # reset to an exact zero when empty, so float residue never reads as demand
+        self.leaf_pending[job.leaf] = (
+            self.leaf_pending[job.leaf] - job.charge if self.leaf_pending_n[job.leaf] else 0.0
+        )
+        self._leaf_changed(job.leaf)
+        key = (job.gpu_types, job.gpus, job.nodes)
+        self.pending_shapes[key] -= 1
+        if not self.pending_shapes[key]:
+            del self.pending_shapes[key]
+
+    def add_run(self, leaf: int, ty: int, charge: float) -> None:
+        self.leaf_used[leaf] += charge
+        self.leaf_used_t[ty, leaf] += charge
+        self.leaf_runs_t[ty, leaf] += 1
+        self._leaf_changed(leaf)
+
+    def remove_run(self, leaf: int, ty: int, charge: float, leaf_still_runs: bool) -> None:
+        """A run of `leaf` on type `ty` stopped; `leaf_still_runs`: the leaf has other runs (else
+        its running charge is reset to an exact zero)."""
+        self.leaf_runs_t[ty, leaf] -= 1
+        left = self.leaf_runs_t[ty, leaf]
+        self.leaf_used_t[ty, leaf] = self.leaf_used_t[ty, leaf] - charge if left else 0.0
+        self.leaf_used[leaf] = self.leaf_used[leaf] - charge if leaf_still_runs else 0.0
+        self._leaf_changed(leaf)
+
+    def fragmented_gpus(self) -> float:
+        """Idle GPUs of types that some pending job could use but not be placed on (FORMATS.md)."""
+        if not self.pending_shapes:
+            return 0.0
+        index = self.index
+        # per type: nodes taking work with at least x free GPUs (suffix sums), and free GPUs in total
+        at_least: list[list[int]] = []
+        free = index.free_t
+        for buckets in index.buckets:
+            suffix = [len(b) for b in buckets]
+            for x in range(len(suffix) - 2, -1, -1):
+                suffix[x] += suffix[x + 1]
+            at_least.append(suffix)
+        blocked: set[int] = set()
+        all_types = range(len(index.types))
+        for types, gpus, k in self.pending_shapes:
+            ids = all_types if types is None else [index.type_id[t] for t in types]
+            ok = [ty for ty in ids if at_least[ty][0] > 0]
+            if gpus > sum(free[ty] for ty in ok):
+                continue
+            per = -(-gpus // k)
+            if not any(per < len(at_least[ty]) and at_least[ty][per] >= k for ty in ok):
+                blocked.update(ok)
+        return float(sum(free[ty] for ty in sorted(blocked)))

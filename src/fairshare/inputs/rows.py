@@ -1,0 +1,256 @@
+"""Rows of a workload as read from its file: CSV with a header, or JSON Lines with the same keys.
+
+A `Row` names the place of each value in errors (line and column of a CSV, line and key of JSON
+Lines) and reads its values by one rule (README "Limits and bad input"; docs/formats.md "Types").
+The workload builder (fairshare.inputs.workload) turns rows into jobs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._units import parse_duration
+from ..errors import InputError
+from . import limits
+from ._validation import read_text, reading_errors, text_problem
+
+COLUMNS = (
+    "job_id",
+    "submit",
+    "group",
+    "user",
+    "class",
+    "gpus",
+    "nodes",
+    "gpu_type",
+    "cpus",
+    "mem_gb",
+    "work",
+    "estimate",
+    "label",
+    "deadline",
+    "protected",
+    "resumable",
+    "checkpoint",
+    "stall_after",
+)
+REQUIRED = ("job_id", "submit", "group", "class", "gpus", "work")
+
+
+class Row:
+    """One raw row with a way to name its cells in errors."""
+
+    def __init__(self, where: str, line: int, values: dict[str, Any], columns: dict[str, int] | None):
+        self.where, self.line, self.values, self.columns = where, line, values, columns
+
+    def at(self, key: str) -> str:
+        """Where the value of `key` is: line and column of a CSV, line and key of JSON Lines."""
+        if self.columns is not None and key in self.columns:
+            return f"line {self.line}, column {self.columns[key]} ({key})"
+        return f"line {self.line}, key {key}"
+
+    def fail(self, key: str, message: str) -> InputError:
+        return InputError(self.where, self.at(key), message)
+
+    # One rule for every value (README "Limits and bad input"): a CSV cell is text; a JSON value
+    # is read as the same text would be, but its JSON type must fit the key: text keys take
+    # strings, number keys numbers or strings holding one, `resumable` true/false or the words
+    # below; null and "" are absent. Nested objects and lists are errors.
+
+    def _given(self, key: str) -> Any:
+        v = self.values.get(key)
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return None
+        if isinstance(v, dict | list):
+            raise self.fail(
+                key, f"expected a single value, got a JSON {'object' if isinstance(v, dict) else 'list'}"
+            )
+        return v
+
+    def text(self, key: str, *, name: bool = False) -> str | None:
+        v = self._given(key)
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            raise self.fail(key, f"expected text (a JSON string), got {v!r}")
+        s = v.strip()
+        if name:
+            problem = text_problem(s, name=True)
+            if problem:
+                raise self.fail(key, f"the {key} {s[:60]!r} {problem}")
+        return s or None
+
+    def number(
+        self,
+        key: str,
+        *,
+        required: bool = False,
+        positive: bool = False,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> float | None:
+        v = self._given(key)
+        if v is None:
+            if required:
+                raise self.fail(key, "a value is required")
+            return None
+        try:
+            if isinstance(v, bool):
+                raise ValueError
+            x = float(v)
+        except (TypeError, ValueError, OverflowError):
+            raise self.fail(key, f"expected a number, got {_show(v)}") from None
+        if not math.isfinite(x):
+            raise self.fail(key, f"expected a finite number, got {_show(v)}")
+        if positive and not x > 0:
+            raise self.fail(key, f"must be > 0, got {_show(v)}")
+        if minimum is not None and x < minimum:
+            raise self.fail(key, f"must be >= {minimum:g}, got {_show(v)}")
+        if maximum is not None and x > maximum:
+            raise self.fail(key, f"must be at most {limits.fmt_limit(maximum)} (the limit), got {_show(v)}")
+        return x
+
+    def integer(
+        self, key: str, *, required: bool = False, minimum: int = 1, maximum: int | None = None
+    ) -> int | None:
+        x = self.number(key, required=required)
+        if x is None:
+            return None
+        if x != int(x) or x < minimum:
+            raise self.fail(key, f"expected a whole number >= {minimum}, got {_show(self.values.get(key))}")
+        if maximum is not None and x > maximum:
+            raise self.fail(
+                key,
+                f"must be at most {limits.fmt_limit(maximum)} (the limit), got {_show(self.values.get(key))}",
+            )
+        return int(x)
+
+    def duration(self, key: str) -> float | None:
+        v = self._given(key)
+        if v is None:
+            return None
+        try:
+            x = parse_duration(v)
+        except ValueError as exc:
+            raise self.fail(key, str(exc)) from None
+        if x > limits.MAX_DURATION:
+            raise self.fail(
+                key, f"must be at most {limits.fmt_limit(limits.MAX_DURATION)} (the limit), got {_show(v)}"
+            )
+        return x
+
+    def boolean(self, key: str) -> bool | None:
+        v = self._given(key)
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            return v
+        s = str(v).strip().lower()
+        if s in ("true", "1", "yes", "y"):
+            return True
+        if s in ("false", "0", "no", "n"):
+            return False
+        raise self.fail(key, f"expected true or false, got {_show(v)}")
+
+
+def _show(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def csv_rows(path: Path) -> Iterator[Row]:
+    where = str(path)
+    text = read_text(path)
+    with reading_errors(where):
+        reader = csv.reader(io.StringIO(text, newline=""))
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise InputError(where, "line 1", "empty file: expected a header row") from None
+        header = [h.strip() for h in header]
+        columns: dict[str, int] = {}
+        for i, key in enumerate(header, start=1):
+            if key not in COLUMNS:
+                raise InputError(
+                    where,
+                    f"line 1, column {i} ({key})",
+                    f"unknown column {key!r} (known: {', '.join(COLUMNS)})",
+                )
+            if key in columns:
+                raise InputError(
+                    where,
+                    f"line 1, column {i} ({key})",
+                    f"duplicate column {key!r} (also column {columns[key]})",
+                )
+            columns[key] = i
+        for key in REQUIRED:
+            if key not in columns:
+                raise InputError(where, "line 1", f"required column {key!r} is missing")
+        line = reader.line_num + 1  # where the next record starts
+        for cells in reader:
+            start, line = line, reader.line_num + 1
+            if not cells or all(not c.strip() for c in cells):
+                continue
+            spanning(where, start, reader.line_num, cells, header)
+            if len(cells) != len(header):
+                raise InputError(where, f"line {start}", f"expected {len(header)} cells, got {len(cells)}")
+            yield Row(where, start, dict(zip(header, cells, strict=True)), columns)
+
+
+def spanning(where: str, start: int, end: int, cells: list[str], header: Sequence[str]) -> None:
+    """A record of a table spans lines only when a quoted cell holds a line break: no workload or
+    trace value may (names refuse control characters), so it is an error at the record's first
+    line, and most often a quote that is never closed."""
+    if end == start:
+        return
+    i = next((k for k, c in enumerate(cells) if "\n" in c or "\r" in c), len(cells) - 1)
+    name = f" ({header[i]})" if i < len(header) else ""
+    raise InputError(
+        where,
+        f"line {start}, column {i + 1}{name}",
+        f'a quoted cell runs from line {start} to line {end}: a quote (") that is never closed, or '
+        "a line break inside a value",
+    )
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(f"duplicate key {k!r} (JSON keeps only the last; give each key once)")
+        out[k] = v
+    return out
+
+
+def jsonl_rows(path: Path) -> Iterator[Row]:
+    where = str(path)
+    for n, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line, object_pairs_hook=_no_duplicates)
+        except json.JSONDecodeError as exc:
+            raise InputError(where, f"line {n}, column {exc.colno}", f"not valid JSON: {exc.msg}") from None
+        except _DuplicateKey as exc:
+            raise InputError(where, f"line {n}", str(exc)) from None
+        except RecursionError:
+            raise InputError(where, f"line {n}", "not valid JSON here: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+            raise InputError(where, f"line {n}", f"not valid JSON here: {exc}") from None
+        if not isinstance(obj, dict):
+            raise InputError(where, f"line {n}", "expected a JSON object")
+        row = Row(where, n, obj, None)
+        for key in REQUIRED:
+            if key not in obj:
+                raise row.fail(key, "required key is missing")
+        yield row

@@ -1,0 +1,102 @@
+"""Issue 9, class 4: command-line options. An error names the option the user typed; a policy is
+replayed once however often it is listed; a bad value of a numeric option is an error (exit 2),
+never a traceback; nothing is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fairshare.cli import main
+
+TRACE = ["--trace", "philly", "--jobs", "0:50"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["replay", *TRACE, "--policy-name", "nope"], "error: --policy-name: nope: unknown policy"),
+        (
+            ["compare", "--scenario", "eight-gpu", "--policies", "fifo,nope"],
+            "error: --policies: nope: unknown policy",
+        ),
+        (["compare", "--scenario", "eight-gpu", "--policies", "fifo,fifo"], "fifo is given twice"),
+        (["compare", "--scenario", "eight-gpu", "--policies", " fifo , fifo"], "fifo is given twice"),
+        (
+            ["compare", "--scenario", "eight-gpu", "--policies", "fifo,"],
+            "error: --policies: fifo,: an empty policy",
+        ),
+        (
+            ["replay", *TRACE, "--clip-duration", ":0s"],
+            "error: --clip-duration: :0s: MAX must be a run time above 0",
+        ),
+        (
+            ["replay", *TRACE, "--clip-duration", "0:"],
+            "error: --clip-duration: 0:: MIN must be a run time above 0",
+        ),
+        (
+            ["replay", *TRACE, "--clip-duration", "1e400:"],
+            "error: --clip-duration: 1e400:: a duration must be a finite number",
+        ),
+        (
+            ["replay", *TRACE, "--clip-duration", "1s:100000w"],
+            "error: --clip-duration: 1s:100000w: MAX must be",
+        ),
+        (["replay", *TRACE, "--clip-duration", "2h:1h"], "error: --clip-duration: 2h:1h: MAX is below MIN"),
+        (["replay", *TRACE, "--clip-duration", "-1s:"], "error: --clip-duration: -1s:"),
+        (["replay", "--trace", "philly", "--jobs", "5:2"], "error: --jobs: 5:2: expected 0 <= FIRST < END"),
+        (["replay", "--trace", "philly", "--jobs", "-3:"], "error: --jobs: -3:: expected 0 <= FIRST < END"),
+        (["replay", "--trace", "philly", "--jobs", "1e3:2e3"], "error: --jobs: 1e3:2e3: expected FIRST:END"),
+        (["replay", "--trace", "philly", "--jobs", "abc"], "error: --jobs: abc: expected FIRST:END"),
+        (["replay", "--trace", "philly", "--repeat", "0"], "Invalid value for '--repeat'"),
+        (["replay", "--trace", "philly", "--repeat", "1001"], "Invalid value for '--repeat'"),
+        (["replay", "--trace", "philly", "--repeat", "100"], "error: --repeat: 100: 82,247 jobs x 100"),
+        (["replay", *TRACE, "--repeat", "1000"], "error: --repeat: 1000: the last copy would arrive"),
+        (["compare", "--scenario", "eight-gpu", "--seed", "-1"], "Invalid value for '--seed'"),
+        (["compare", "--scenario", "eight-gpu", "--seed", str(2**64)], "Invalid value for '--seed'"),
+        (["compare", "--scenario", "eight-gpu", "--seed", "x"], "Invalid value for '--seed'"),
+        (["replay", "--trace", "nope"], "error: --trace: nope: unknown trace"),
+        (["replay", "--trace", "philly", "--workload-format", "openb"], "error: --trace: philly: use either"),
+        (["replay", "--workload", "w.csv", "--workload-format", "nope"], "error: --workload-format: nope:"),
+    ],
+    ids=[
+        "policy-name-unknown",
+        "policies-unknown",
+        "policies-twice",
+        "policies-twice-spaced",
+        "policies-empty-entry",
+        "clip-max-zero",
+        "clip-min-zero",
+        "clip-inf",
+        "clip-over-limit",
+        "clip-max-below-min",
+        "clip-negative",
+        "jobs-reversed",
+        "jobs-negative",
+        "jobs-float",
+        "jobs-garbage",
+        "repeat-zero",
+        "repeat-over-limit",
+        "repeat-too-many-jobs",
+        "repeat-too-late",
+        "seed-negative",
+        "seed-huge",
+        "seed-text",
+        "trace-unknown",
+        "trace-and-format",
+        "workload-format-unknown",
+    ],
+)
+def test_a_bad_option_names_itself_and_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], expected: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, [*args, "--out", "o"])
+    assert res.exit_code == 2, res.output
+    assert isinstance(res.exception, SystemExit)
+    assert "Traceback" not in res.output
+    assert expected in res.output, res.output
+    assert not (tmp_path / "o").exists()
+    assert "philly.csv: line" not in res.output  # an option's error never blames a line of the trace
