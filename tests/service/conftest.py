@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -242,3 +243,11 @@ def policy_store(store: Store) -> Store:
     with store.write() as tx:
         portfolio.put_policy(tx, POLICY, "setup")
     return store
+
+
+@pytest.fixture
+def live(db_url: str) -> Iterator[Any]:
+    """A running loop (demo cluster, manual clock) behind the API, after a busy stretch (live_helpers)."""
+    from .live_helpers import live_service
+
+    yield from live_service(db_url)

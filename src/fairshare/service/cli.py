@@ -259,7 +259,60 @@ def review_cmd(db: str, days: float, as_json: bool) -> None:
     click.echo(json.dumps(r.as_json(), indent=2) if as_json else review_text(r))
 
 
-COMMANDS = (token, policy, audit_group, review_cmd)
+@click.command("serve")
+@click.option(
+    "--demo", is_flag=True, help="A temp SQLite database, the normal scenario at 600x, tokens printed."
+)
+@click.option("--db", envvar="FAIRSHARE_DB", help=DB_HELP + " (--demo: a temp SQLite file)")
+@click.option(
+    "--policy", "policy_path", type=click.Path(path_type=Path), help="Store this policy file first."
+)
+@click.option("--cluster", help="demo:SCENARIO (e.g. demo:normal; --demo: demo:normal) or slurm.")
+@click.option("--speed", type=float, help="Simulated seconds per real second (demo cluster; default 600).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0: a free port."
+)
+@click.option("--strategy", default="fairshare", show_default=True, help="The ordering strategy.")
+@click.option("--seed", type=int, default=1, show_default=True, help="The demo scenario's seed.")
+@click.option("--metrics-public", is_flag=True, help="Serve /metrics without a token.")
+def serve(
+    demo: bool,
+    db: str | None,
+    policy_path: Path | None,
+    cluster: str | None,
+    speed: float | None,
+    host: str,
+    port: int,
+    strategy: str,
+    seed: int,
+    metrics_public: bool,
+) -> None:
+    """Run the scheduler loop, the API and the dashboard (http://HOST:PORT/)."""
+    import logging
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ..core.strategies import STRATEGIES
+    from ..errors import InputError
+    from .errors import ServiceError
+    from .server import ServeOptions, run
+
+    if strategy not in STRATEGIES:
+        _fail(f"--strategy: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    opt = ServeOptions(db, policy_path, cluster, speed, host, port, demo, strategy, seed, metrics_public)
+    try:
+        run(opt, echo=click.echo)
+    except InputError as exc:
+        _fail(str(exc))
+    except ServiceError as exc:
+        _fail(exc.message)
+    except SQLAlchemyError as exc:
+        _fail(f"database: {getattr(exc, 'orig', None) or exc}")
+
+
+COMMANDS = (token, policy, audit_group, review_cmd, serve)
 
 
 def register(group: click.Group) -> None:

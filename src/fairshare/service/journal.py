@@ -201,3 +201,28 @@ def open_usage(tx: Tx) -> list[Interval]:
     u = schema.usage.c
     q = select(schema.usage).where(u.t_to.is_(None)).order_by(u.t_from, u.job)
     return [Interval(r.job, r.leaf, r.charge_rate, r.t_from, r.t_to) for r in tx.conn.execute(q)]
+
+
+def keys_since(tx: Tx, t: float) -> dict[str, float]:
+    """Observation keys journaled at or after instant t (the loop's dedupe set after a restart)."""
+    j = schema.journal.c
+    rows = tx.conn.execute(select(j.key, j.t).where(j.key.is_not(None), j.t >= t)).all()
+    return {str(k): float(v) for k, v in rows}
+
+
+def usage_of(tx: Tx, job: str) -> list[Interval]:
+    """A job's charged runs, by start."""
+    u = schema.usage.c
+    q = select(schema.usage).where(u.job == job).order_by(u.t_from)
+    return [Interval(r.job, r.leaf, r.charge_rate, r.t_from, r.t_to) for r in tx.conn.execute(q)]
+
+
+def keys_present(tx: Tx, keys: Iterable[str]) -> set[str]:
+    """Which of these observation keys are journaled."""
+    j = schema.journal.c
+    wanted = list(dict.fromkeys(keys))
+    found: set[str] = set()
+    for i in range(0, len(wanted), 500):
+        part = wanted[i : i + 500]
+        found.update(str(k) for (k,) in tx.conn.execute(select(j.key).where(j.key.in_(part))))
+    return found

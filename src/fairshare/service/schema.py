@@ -125,3 +125,49 @@ usage = Table(
     Index("ix_usage_t_to", "t_to"),
     Index("ix_usage_leaf", "leaf"),
 )
+
+# Settings of the live service (the demo cluster's scenario, the accelerated clock's base), JSON text.
+service_state = Table(
+    "service_state",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+# The demo cluster's own memory (a real cluster keeps its own): jobs submitted through the API, runs
+# it started (ended by a preemption or a cancellation; a finish is its truth's), pending jobs
+# cancelled. Written by the demo backend in transactions of its own, never the loop's.
+demo_jobs = Table(
+    "demo_jobs",
+    metadata,
+    Column("job", Text, primary_key=True),
+    Column("t", Float, nullable=False),
+    Column("spec", Text, nullable=False),
+    Column("by", Text, nullable=False),
+)
+
+demo_runs = Table(
+    "demo_runs",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("job", Text, nullable=False),
+    Column("t0", Float, nullable=False),
+    Column("alloc", Text, nullable=False),
+    Column("charge", Float, nullable=False),
+    Column("t_end", Float, nullable=True),
+    Column("end_kind", Text, nullable=True),
+    Column("reason", Text, nullable=True),
+    Column("by", Text, nullable=True),
+    Column("lost_gpu_s", Float, nullable=True),
+    Column("kept", Float, nullable=True),
+    Column("stall_done", Integer, nullable=False, server_default="0"),
+    UniqueConstraint("job", "t0", name="uq_demo_runs_job_t0"),
+)
+
+demo_cancels = Table(
+    "demo_cancels",
+    metadata,
+    Column("job", Text, primary_key=True),
+    Column("t", Float, nullable=False),
+    Column("by", Text, nullable=False),
+)

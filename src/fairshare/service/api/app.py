@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import FastAPI
 
 from ..store import Store
-from . import errors, routes_decisions, routes_exceptions, routes_meta, routes_policy, routes_tokens
+from . import (
+    errors,
+    routes_dashboard,
+    routes_decisions,
+    routes_exceptions,
+    routes_live,
+    routes_meta,
+    routes_policy,
+    routes_tokens,
+)
+from .deps import AuthCache
+
+if TYPE_CHECKING:
+    from ..live import LiveService
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 
 
-def create_app(store: Store, *, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    """The API over `store` (whose clock it uses). Bodies over `max_body_bytes` get 413."""
+def create_app(
+    store: Store,
+    *,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    live: LiveService | None = None,
+    auth_cache_s: float = 0.0,
+    metrics_public: bool = False,
+) -> FastAPI:
+    """The API over `store` (whose clock it uses). Bodies over `max_body_bytes` get 413.
+
+    `live`: the scheduler loop of this process (job, tree and explain endpoints, /metrics, the
+    dashboard); without it those answer 503. `auth_cache_s`: remember a checked token this long
+    (0: ask the database every time). `metrics_public`: /metrics without a token."""
     app = FastAPI(
         title="fairshare",
         summary="Budget-based fair-share scheduling for GPU clusters: the live service.",
@@ -24,8 +50,25 @@ def create_app(store: Store, *, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI
         version=_version(),
     )
     app.state.store = store
+    app.state.live = live
+    app.state.auth_cache = AuthCache(auth_cache_s) if auth_cache_s > 0 else None
+    app.state.metrics_public = metrics_public
+    if live is not None:
+        from ..metrics import make_registry
+
+        registry, hist = make_registry(lambda: live.view)
+        app.state.metrics_registry = registry
+        live.loop.on_pass.append(hist.observe)
     errors.install(app)
-    for module in (routes_meta, routes_policy, routes_exceptions, routes_decisions, routes_tokens):
+    for module in (
+        routes_meta,
+        routes_policy,
+        routes_exceptions,
+        routes_decisions,
+        routes_tokens,
+        routes_live,
+        routes_dashboard,
+    ):
         app.include_router(module.router)
     app.add_middleware(errors.BodyLimit, limit=max_body_bytes)
     return app

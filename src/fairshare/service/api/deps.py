@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, Field
+from starlette.concurrency import run_in_threadpool
 
 from ..errors import Unauthorized
 from ..roles import Principal
 from ..store import Store
 from ..timefmt import from_iso
-from ..tokens import authenticate
+from ..tokens import TokenRecord, authenticate
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `fairshare token create`.")
 
@@ -63,14 +66,67 @@ def get_store(request: Request) -> Store:
 StoreDep = Annotated[Store, Depends(get_store)]
 
 
+class AuthCache:
+    """Tokens checked recently, so reads under load do not query the database each time. A token
+    revoked by another process (the CLI) is refused at most `ttl` seconds later; revoking through
+    this API clears the cache at once. `ttl` 0 turns it off."""
+
+    def __init__(self, ttl: float = 0.0, wall: Callable[[], float] = time.monotonic) -> None:
+        self.ttl, self.wall = ttl, wall
+        self.hits: dict[str, tuple[TokenRecord, float]] = {}
+
+    def get(self, secret: str, now: float) -> Principal | None:
+        hit = self.hits.get(secret)
+        if hit is None or hit[1] < self.wall() or not hit[0].valid(now):
+            return None
+        return hit[0].principal()
+
+    def put(self, secret: str, rec: TokenRecord) -> None:
+        if self.ttl > 0:
+            if len(self.hits) > 10_000:
+                self.hits.clear()
+            self.hits[secret] = (rec, self.wall() + self.ttl)
+
+    def clear(self) -> None:
+        self.hits.clear()
+
+
+def _authenticate(request: Request, store: Store, creds: HTTPAuthorizationCredentials | None) -> Principal:
+    if creds is None:
+        raise Unauthorized("send a bearer token: Authorization: Bearer fs_... (fairshare token create)")
+    cache: AuthCache | None = getattr(request.app.state, "auth_cache", None)
+    if cache is not None:
+        hit = cache.get(creds.credentials, store.clock())
+        if hit is not None:
+            return hit
+    with store.read() as tx:
+        rec = authenticate(tx, creds.credentials)
+    if cache is not None:
+        cache.put(creds.credentials, rec)
+    return rec.principal()
+
+
 def principal(
+    request: Request,
     store: StoreDep,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    if creds is None:
-        raise Unauthorized("send a bearer token: Authorization: Bearer fs_... (fairshare token create)")
-    with store.read() as tx:
-        return authenticate(tx, creds.credentials).principal()
+    return _authenticate(request, store, creds)
+
+
+async def fast_principal(
+    request: Request,
+    store: StoreDep,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The same check for routes that answer from memory: a cached token costs no thread hop."""
+    cache: AuthCache | None = getattr(request.app.state, "auth_cache", None)
+    if creds is not None and cache is not None:
+        hit = cache.get(creds.credentials, store.clock())
+        if hit is not None:
+            return hit
+    return await run_in_threadpool(_authenticate, request, store, creds)
 
 
 Caller = Annotated[Principal, Depends(principal)]
+FastCaller = Annotated[Principal, Depends(fast_principal)]

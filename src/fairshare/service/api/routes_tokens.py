@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from ..._units import parse_duration
 from ...errors import InputError
@@ -36,7 +36,11 @@ def create(store: StoreDep, caller: Caller, body: TokenCreate) -> TokenCreated:
 
 
 @router.delete("/{token_id}", response_model=TokenOut, summary="Revoke a token (admin)")
-def revoke(store: StoreDep, caller: Caller, token_id: Id) -> TokenOut:
+def revoke(request: Request, store: StoreDep, caller: Caller, token_id: Id) -> TokenOut:
     require_admin(caller, "revoking tokens")
     with store.write() as tx:
-        return TokenOut.of(tokens.revoke_token(tx, token_id, caller.describe()), tx.now)
+        out = TokenOut.of(tokens.revoke_token(tx, token_id, caller.describe()), tx.now)
+    cache = getattr(request.app.state, "auth_cache", None)
+    if cache is not None:
+        cache.clear()
+    return out

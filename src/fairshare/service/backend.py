@@ -1,0 +1,183 @@
+"""The narrow interface between the scheduler loop and a cluster (DESIGN §5 "Clusters").
+
+A backend reports what happened on the cluster as *observations*, each with the instant it happened
+and a key naming it (the loop journals a key once, so an observation reported twice is applied
+once), and carries out the loop's decisions after the loop has committed them:
+
+    nodes()                          the cluster's nodes, in the order node indexes refer to
+    observe(since, until)            observations with since <= t <= until, in order; the same
+                                     observation may come again (the loop skips journaled keys)
+    next_time()                      when the backend next has something to report (None: poll)
+    resume(t)                        the loop starts (or restarts) at its last committed instant t
+    act(preempts, starts, order, t)  preempt (requeue) and start at instant t; returns the
+                                     confirmations (Preempted, Started) as observations, and what
+                                     failed. Called after a pass that preempts or starts; with
+                                     `places_jobs` False (Slurm) after every pass: starts carry no
+                                     nodes to obey, `order` is the fair-share order to set (as
+                                     priorities), and the backend reports starts as it observes them
+    submit(spec, t), cancel(job, t)  (demo and fake) a user's submission or cancellation
+
+Implementations: `demo.DemoCluster` (the simulator's truth on an accelerated clock, its state in the
+database as a real cluster keeps its own), `fake.FakeCluster` (scripted, for tests); the Slurm
+driver plugs in here (fairshare.slurm).
+
+A submission's `spec` is a workload row (FORMATS.md job columns: group, class, gpus, nodes,
+gpu_type, cpus, mem_gb, estimate, label, deadline, protected, resumable, checkpoint; no `work`):
+the loop resolves it against the policy in force into the core's JobRequest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..core.model import Node
+from ..core.placement import Alloc
+from ..core.snapshot import Preempt, Start
+
+
+@dataclass(frozen=True)
+class Observation:
+    t: float
+
+    rank = 9  # order within one instant (FORMATS.md: finishes, drains, submits, then the rest)
+
+    @property
+    def key(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Finished(Observation):
+    job: str
+    rank = 0
+
+    @property
+    def key(self) -> str:
+        return f"finish:{self.job}:{self.t!r}"
+
+
+@dataclass(frozen=True)
+class Cancelled(Observation):
+    job: str
+    by: str = ""
+    rank = 0
+
+    @property
+    def key(self) -> str:
+        return f"cancel:{self.job}"
+
+
+@dataclass(frozen=True)
+class Drained(Observation):
+    nodes: tuple[int, ...]
+    deadline: float
+    rank = 1
+
+    @property
+    def key(self) -> str:
+        return f"drain:{','.join(map(str, self.nodes))}:{self.t!r}"
+
+
+@dataclass(frozen=True)
+class Undrained(Observation):
+    nodes: tuple[int, ...]
+    rank = 1
+
+    @property
+    def key(self) -> str:
+        return f"undrain:{','.join(map(str, self.nodes))}:{self.t!r}"
+
+
+@dataclass(frozen=True)
+class Submitted(Observation):
+    job: str
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    rank = 2
+
+    @property
+    def key(self) -> str:
+        return f"submit:{self.job}"
+
+
+@dataclass(frozen=True)
+class Hung(Observation):
+    job: str
+    rank = 3
+
+    @property
+    def key(self) -> str:
+        return f"hang:{self.job}:{self.t!r}"
+
+
+@dataclass(frozen=True)
+class Preempted(Observation):
+    job: str
+    reason: str
+    by: str | None
+    lost_gpu_s: float
+    kept: float
+    rank = 4
+
+    @property
+    def key(self) -> str:
+        return f"preempt:{self.job}:{self.t!r}"
+
+
+@dataclass(frozen=True)
+class Started(Observation):
+    job: str
+    alloc: Alloc
+    charge: float
+    rank = 5
+
+    @property
+    def key(self) -> str:
+        return f"start:{self.job}:{self.t!r}"
+
+
+def in_order(observations: Sequence[Observation]) -> list[Observation]:
+    return sorted(observations, key=lambda o: (o.t, o.rank))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A decision the cluster did not carry out (the job vanished, nodes went away, ...)."""
+
+    job: str
+    action: str  # start | preempt
+    reason: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    confirmed: list[Observation]
+    failed: list[Failure]
+
+
+class Backend(Protocol):
+    name: str
+    places_jobs: bool
+    accepts_submissions: bool
+
+    def nodes(self) -> tuple[Node, ...]: ...
+
+    def observe(self, since: float, until: float) -> list[Observation]: ...
+
+    def next_time(self) -> float | None: ...
+
+    def resume(self, t: float) -> None:
+        """The loop (re)starts with everything up to instant t committed; new submissions are
+        stamped no earlier than t."""
+        ...
+
+    def act(
+        self, preempts: Sequence[Preempt], starts: Sequence[Start], order: Sequence[str], t: float
+    ) -> Outcome: ...
+
+    def submit(self, job: str, spec: Mapping[str, Any], t: float) -> float:
+        """Accept a submission (demo, fake); returns its instant. Raises ServiceError if refused."""
+        ...
+
+    def cancel(self, job: str, t: float, by: str) -> None: ...

@@ -1,0 +1,321 @@
+"""The engine state as the live service holds it: `LiveEngine`, its journal replay, its job records.
+
+`LiveEngine` is the engine (fairshare.engine.EngineState) plus what a live driver changes that a
+replay never does, each a journaled call like the engine's own, so a restart rebuilds it exactly:
+
+    set_policy(sha)            a new policy version with the same tree, GPU rates and window: shares,
+                               knobs, classes and the strategy's preemption switch apply from now
+    set_exceptions([...])      the share exceptions in force from now (policy file's and stored ones)
+    reject(job, reason)        a submission the policy in force cannot take
+
+(A user's cancellation is the engine's own `cancelled`.) It also keeps, from the same calls, a
+record per job (submitted, first and last start, end, runs, preemptions) for the API, and
+integrates *unallocated* usage per tree node over the window (usage above the node's static
+entitlement, static fraction x C(t), at each instant) with a listener.
+
+`replay(engine, events)` applies stored journal events with public calls only (the recovery path
+and a follower's tail); `rebuild(...)` makes a fresh engine from the journal's first `setup` record.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.model import JobRequest, Node, ResolvedException
+from ..core.placement import Alloc
+from ..core.snapshot import Decisions, Hold, RunView
+from ..core.strategies import Strategy, get_strategy
+from ..core.tree import TreeIndex
+from ..engine.events import Event
+from ..engine.ledger import Ledger
+from ..engine.owed import effective_shares
+from ..engine.state import EngineSetup, EngineState
+from ..inputs.policy import Policy
+
+SETUP = "setup"  # the journal's first record: policy sha, nodes, strategy (not an engine call)
+
+
+@dataclass
+class JobInfo:
+    """What the API shows of a job beyond the engine's own state."""
+
+    request: JobRequest
+    submitted: float
+    state: str = "pending"  # pending | running | done | cancelled
+    first_start: float | None = None
+    last_start: float | None = None
+    ended: float | None = None
+    runs: int = 0
+    preemptions: int = 0
+    lost_gpu_s: float = 0.0
+    nodes: tuple[int, ...] = ()
+    charge: float = 0.0
+
+
+class Unallocated:
+    """Listener: per tree node, charged usage above its static entitlement (static fraction x C)
+    integrated over the rolling window, in a ring like the ledger's."""
+
+    def __init__(self, tree: TreeIndex, window: float) -> None:
+        self.frac = np.array(tree.static_frac, dtype=np.float64)
+        self.ledger = Ledger(len(tree.paths), window)
+        self.rate = np.zeros(len(tree.paths))
+
+    def rates_changed(self, engine: EngineState) -> None:
+        used = np.asarray(engine.used_list, dtype=np.float64)
+        self.rate = np.maximum(0.0, used - self.frac * engine.fleet.capacity)
+        self.ledger.set_rates(self.rate, np.zeros_like(self.rate))
+
+    def interval(self, t0: float, t1: float) -> None:
+        self.ledger.advance(t1)
+
+
+class LiveEngine(EngineState):
+    """EngineState with the live driver's calls and job records (see the module's docstring)."""
+
+    def __init__(
+        self,
+        setup: EngineSetup,
+        strategy: Strategy,
+        policies: Callable[[str], Policy],
+        journal: list[Event] | None = None,
+        policy_sha: str = "",
+    ) -> None:
+        self.unallocated = Unallocated(setup.tree, setup.window)
+        super().__init__(setup, strategy, self.unallocated, journal)
+        self.policies = policies  # sha256 -> the stored policy version (parsed)
+        self.policy_sha = policy_sha
+        self.info: dict[str, JobInfo] = {}
+        self.submits = 0  # submit order: the seq of the next job
+        self.first_starts: deque[tuple[float, str, str, float]] = deque()  # (t, class, group, wait)
+        self.exceptions_in_force: list[dict[str, Any]] = []
+        self.rejected: dict[str, str] = {}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LiveEngine:
+        # the forecast copies the engine; policies is a function (shared), the rest copied as usual
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, v if k == "policies" else copy.deepcopy(v, memo))
+        return new
+
+    # ------------------------------------------------------------------ job records
+    def submit(self, job: JobRequest) -> None:
+        super().submit(job)
+        self.info[job.id] = JobInfo(job, self.t)
+        self.submits += 1
+
+    def started(self, job_id: str, alloc: Alloc, charge: float) -> RunView:
+        view = super().started(job_id, alloc, charge)
+        rec = self.info.get(job_id)
+        if rec is not None:
+            rec.state, rec.runs, rec.last_start = "running", rec.runs + 1, self.t
+            if rec.first_start is None:
+                rec.first_start = self.t
+                self.first_starts.append((self.t, rec.request.cls, rec.request.group, self.t - rec.submitted))
+                while self.first_starts and self.first_starts[0][0] < self.t - self.setup.window:
+                    self.first_starts.popleft()
+            rec.nodes, rec.charge = tuple(i for i, _ in alloc), charge
+        return view
+
+    def finished(self, job_id: str) -> RunView:
+        view = super().finished(job_id)
+        rec = self.info.get(job_id)
+        if rec is not None and rec.state != "cancelled":
+            rec.state, rec.ended = "done", self.t
+        return view
+
+    def preempted(self, job_id: str, reason: str, by: str | None, lost_gpu_s: float, kept: float) -> RunView:
+        view = super().preempted(job_id, reason, by, lost_gpu_s, kept)
+        rec = self.info.get(job_id)
+        if rec is not None:
+            rec.state, rec.preemptions, rec.nodes = "pending", rec.preemptions + 1, ()
+            rec.lost_gpu_s += lost_gpu_s
+        return view
+
+    # ------------------------------------------------------------------ the live driver's calls
+    def cancelled(self, job_id: str) -> None:
+        """A job is withdrawn: a pending one leaves the queue, a running one ends (charged until now)."""
+        super().cancelled(job_id)
+        rec = self.info.get(job_id)
+        if rec is not None:
+            rec.state, rec.ended, rec.nodes = "cancelled", self.t, ()
+
+    def _log(self, kind: str, *args: Any) -> None:
+        if self.journal is not None:
+            self.journal.append(Event(kind, args))
+
+    def set_policy(self, sha: str) -> None:
+        """A policy version with the same tree paths, GPU rates and window applies from now."""
+        self._log("set_policy", sha)
+        pol = self.policies(sha)
+        tree = TreeIndex.build(pol.tree)
+        self.tree = tree
+        self.knobs = pol.scheduling.knobs()
+        self.strategy = get_strategy(self.strategy.name, pol.scheduling.preemption)
+        self.setup = dataclasses.replace(self.setup, tree=tree, knobs=self.knobs)
+        self.shares = effective_shares(tree, self.setup.exceptions, self.t)
+        self.unallocated.frac = np.array(tree.static_frac, dtype=np.float64)
+        self.policy_sha = sha
+        self.dirty = self.need_pass = True
+
+    def set_exceptions(self, exceptions: Sequence[Mapping[str, Any]]) -> None:
+        """The share exceptions in force from now: [{id, group, extra_share, expires_t, approver,
+        reason}] (their expiry instants wake the engine)."""
+        self._log("set_exceptions", [dict(e) for e in exceptions])
+        self.exceptions_in_force = [dict(e) for e in exceptions]
+        idx = self.tree.index()
+        resolved = tuple(
+            ResolvedException(
+                idx[e["group"]],
+                str(e["group"]),
+                float(e["extra_share"]),
+                float(e["expires_t"]),
+                e.get("approver"),
+                e.get("reason"),
+            )
+            for e in exceptions
+            if e["group"] in idx
+        )
+        self.setup = dataclasses.replace(self.setup, exceptions=resolved)
+        self.shares = effective_shares(self.tree, resolved, self.t)
+        for ex in resolved:
+            if ex.expires_t > self.t:
+                self._push(ex.expires_t, "expiry", None)
+        self.dirty = self.need_pass = True
+
+    def applied_exceptions(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "group": e.group,
+                "extra_share": e.extra_share,
+                "expires_t": e.expires_t,
+                "approver": e.approver,
+                "reason": e.reason,
+            }
+            for e in self.setup.exceptions
+        ]
+
+    def reject(self, job_id: str, reason: str) -> None:
+        """A submission the policy in force refuses (unknown group or class, fits no node, ...)."""
+        self._log("reject", job_id, reason)
+        self.rejected[job_id] = reason
+
+    # ------------------------------------------------------------------ reads
+    def hold_reasons(self) -> Mapping[str, str]:
+        return self.last_hold
+
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+
+def same_structure(a: Policy, b: Policy) -> list[str]:
+    """Why policy `b` cannot replace `a` in a running ledger (empty: it can)."""
+    why = []
+    ta, tb = TreeIndex.build(a.tree), TreeIndex.build(b.tree)
+    if ta.paths != tb.paths:
+        gone = sorted(set(ta.paths) - set(tb.paths))
+        new = sorted(set(tb.paths) - set(ta.paths))
+        what = ", ".join(x for x in (f"removes {gone}" if gone else "", f"adds {new}" if new else "") if x)
+        why.append(f"the tree changes ({what or 'its order changes'})")
+    if dict(a.gpu_rates) != dict(b.gpu_rates):
+        why.append("the GPU rates change")
+    if a.window != b.window:
+        why.append("the window changes")
+    return why
+
+
+def setup_of(policy: Policy, nodes: Sequence[Node]) -> EngineSetup:
+    tree = TreeIndex.build(policy.tree)
+    return EngineSetup(
+        tree=tree,
+        knobs=policy.scheduling.knobs(),
+        gpu_rates=dict(policy.gpu_rates),
+        nodes=tuple(nodes),
+        window=policy.window,
+        exceptions=(),
+    )
+
+
+def replay(engine: LiveEngine, events: Iterable[Event]) -> None:
+    """Apply journal events to `engine` (public calls only; as EngineState.rebuild does)."""
+    for ev in events:
+        if ev.kind == SETUP:
+            continue
+        if ev.kind == "snapshot":
+            engine.snapshot()
+        elif ev.kind == "applied":
+            holds, reservation = ev.args
+            engine.snapshot()
+            engine.apply(Decisions((), (), tuple(Hold(j, r, {}) for j, r in holds), reservation))
+        else:
+            getattr(engine, ev.kind)(*ev.args)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The journal's first record: what the engine was built from."""
+
+    policy_sha: str
+    strategy: str
+    nodes: tuple[Node, ...]
+    backend: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_event(self) -> Event:
+        return Event(
+            SETUP,
+            (
+                {
+                    "policy_sha": self.policy_sha,
+                    "strategy": self.strategy,
+                    "backend": self.backend,
+                    "nodes": [n.as_json() | {"pool": n.pool} for n in self.nodes],
+                    **dict(self.extra),
+                },
+            ),
+        )
+
+    @staticmethod
+    def from_event(ev: Event) -> Setup:
+        d = dict(ev.args[0])
+        nodes = tuple(
+            Node(
+                n["node"],
+                n.get("pool", ""),
+                int(n["gpus"]),
+                n["gpu_type"],
+                float(n["cpus"]),
+                float(n["mem_gb"]),
+                n["block"],
+            )
+            for n in d["nodes"]
+        )
+        extra = {k: v for k, v in d.items() if k not in ("policy_sha", "strategy", "backend", "nodes")}
+        return Setup(str(d["policy_sha"]), str(d["strategy"]), nodes, str(d["backend"]), extra)
+
+
+def new_engine(
+    setup: Setup, policies: Callable[[str], Policy], journal: list[Event] | None = None
+) -> LiveEngine:
+    policy = policies(setup.policy_sha)
+    strategy = get_strategy(setup.strategy, policy.scheduling.preemption)
+    return LiveEngine(setup_of(policy, setup.nodes), strategy, policies, journal, setup.policy_sha)
+
+
+HOLD_TEXT: dict[str, str] = {
+    "no_capacity": "not enough free GPUs of the types it may use",
+    "fragmented": "enough GPUs are free in total, but not on few enough nodes for its shape",
+    "reserved": "the free GPUs it would fit on are reserved for a larger job that has waited longer",
+    "no_victims": "no free GPUs fit it, and no running job may be preempted for it (runs still in "
+    "their protected window, or of groups no more over-served than its own)",
+    "queued": "jobs ahead of it in the fair-share order take the free GPUs first",
+}

@@ -1,0 +1,258 @@
+"""`fairshare serve`: the scheduler loop, the API and the dashboard in one process.
+
+    serve --demo                                        a temp SQLite database, the `normal`
+                                                        scenario at 600x, admin and viewer tokens
+    serve --policy P --db URL --cluster demo:NAME [--speed X]
+    serve --policy P --db URL --cluster slurm           (the Slurm backend; not built here yet)
+
+It takes the database's writer lock and schedules, or (another process holds it) serves the same
+views read-only from the journal and takes over when the lock frees. It listens on 127.0.0.1:8080
+unless --host/--port say otherwise (--port 0: a free port, printed).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from ..inputs.policy import Policy
+from . import portfolio, tokens
+from .clock import scaled_clock
+from .demo import DemoCluster, Scenario
+from .live import LiveService
+from .loop import LoopOptions, SchedulerLoop
+from .store import Store
+from .submissions import CRASH_ENV, CrashPoints
+
+log = logging.getLogger("fairshare.service")
+
+
+class ClockRef:
+    """The store's clock, settable after the database is open (the demo clock's base is stored in it)."""
+
+    def __init__(self, target: Callable[[], float] = time.time) -> None:
+        self.target = target
+
+    def __call__(self) -> float:
+        return self.target()
+
+
+@dataclass
+class ServeOptions:
+    db: str | None
+    policy: Path | None
+    cluster: str | None
+    speed: float | None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    demo: bool = False
+    strategy: str = "fairshare"
+    seed: int = 1
+    metrics_public: bool = False
+    auth_cache_s: float = 5.0
+    crash: str | None = None
+
+
+@dataclass
+class Prepared:
+    store: Store
+    live: LiveService
+    clock: ClockRef
+    notes: list[str]
+    tokens: dict[str, str]
+    where: str
+    cluster: str
+    temp: Path | None = None  # --demo's temp folder, removed at exit
+
+
+def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepared:
+    """Open the database, put the policy in place, build the loop (not started)."""
+    cluster = opt.cluster or ("demo:normal" if opt.demo else None)
+    if cluster is None:
+        raise InputError("--cluster", "", "give the cluster: demo:SCENARIO (e.g. demo:normal) or slurm")
+    kind, _, name = cluster.partition(":")
+    if kind == "slurm":
+        raise InputError(
+            "--cluster",
+            cluster,
+            "the Slurm backend is not part of this build yet (it plugs into the loop's "
+            "backend interface; see docs/slurm.md); use demo:SCENARIO",
+        )
+    if kind != "demo" or not name:
+        raise InputError("--cluster", cluster, "expected demo:SCENARIO (e.g. demo:normal) or slurm")
+    scenario = Scenario.load(name, opt.seed)
+    speed = opt.speed if opt.speed is not None else 600.0
+    if not speed > 0:
+        raise InputError("--speed", str(speed), "must be > 0 (simulated seconds per real second)")
+    db = opt.db
+    folder: Path | None = None
+    if db is None:
+        if not opt.demo:
+            raise InputError(
+                "--db", "", "give the database: sqlite:///PATH or postgresql+psycopg://... (or --demo)"
+            )
+        folder = Path(tempfile.mkdtemp(prefix="fairshare-demo-"))
+        db = f"sqlite:///{folder / 'fairshare.db'}"
+    ref = ClockRef(wall)
+    store = Store.open(db, ref)
+    notes: list[str] = []
+    made: dict[str, str] = {}
+    try:
+        with store.write() as tx:
+            from .clock import get_state, put_state
+
+            ref.target = scaled_clock(tx, scenario.epoch, speed, wall)
+            stored = get_state(tx, "demo")
+            want = {"scenario": scenario.name, "seed": scenario.seed}
+            if stored is None:
+                put_state(tx, "demo", want)
+            elif stored != want:
+                raise InputError(
+                    "--cluster",
+                    cluster,
+                    f"this database runs the demo cluster {stored['scenario']} (seed "
+                    f"{stored['seed']}); use it, or another database",
+                )
+        with store.write() as tx:
+            if opt.policy is not None:
+                text = _read(opt.policy)
+                v, warnings, changed = portfolio.put_policy(tx, text, "serve --policy", "serve --policy")
+                notes += [f"warning: {opt.policy}: {w}" for w in warnings]
+                notes.append(
+                    f"policy {opt.policy}: {'stored as' if changed else 'already'} version {v.version}"
+                )
+            elif portfolio.current_policy(tx) is None:
+                v, _, _ = portfolio.put_policy(
+                    tx, scenario.policy_text, "serve --demo", f"scenario {scenario.name}"
+                )
+                notes.append(f"policy: the {scenario.name} scenario's, stored as version {v.version}")
+            cur = portfolio.current_policy(tx)
+            assert cur is not None
+            _check_fits(cur.policy(), scenario)
+            if opt.demo and not tokens.list_tokens(tx):
+                for role in ("admin", "viewer"):
+                    _, secret = tokens.create_token(tx, role, None, f"demo {role}", "serve --demo", None)
+                    made[role] = secret
+    except BaseException:
+        store.close()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    clock = ref.target
+    loop: SchedulerLoop | None = None
+
+    def backend() -> DemoCluster:
+        assert loop is not None
+        return DemoCluster(store, scenario, loop.build_truth_job)
+
+    options = LoopOptions(strategy=opt.strategy, speed=speed, crash=CrashPoints(opt.crash))
+    loop = SchedulerLoop(store, backend, clock, options)
+    where = store.url
+    return Prepared(store, LiveService(store, loop), ref, notes, made, where, cluster, folder)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), "", f"cannot read: {exc}") from None
+
+
+def _check_fits(policy: Policy, scenario: Scenario) -> None:
+    """The demo cluster's jobs must map onto the policy: their groups are leaves, their classes exist."""
+    from ..core.tree import TreeIndex
+
+    tree = TreeIndex.build(policy.tree)
+    leaves = {tree.paths[i] for i in tree.leaves}
+    groups = sorted({j.request.group for j in scenario.jobs} - leaves)
+    classes = sorted({j.request.cls for j in scenario.jobs} - set(policy.classes))
+    if groups or classes:
+        what = []
+        if groups:
+            what.append(f"groups {', '.join(groups)} are not leaves of its tree")
+        if classes:
+            what.append(f"classes {', '.join(classes)} are not in it")
+        raise InputError(
+            "--policy",
+            "",
+            f"the demo cluster {scenario.name} submits jobs the policy cannot charge: "
+            f"{'; '.join(what)} (omit --policy to use the scenario's own)",
+        )
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InputError(
+            "--port", str(port), f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    sock.listen(2048)
+    return sock
+
+
+def run(opt: ServeOptions, echo: Callable[[str], None] = print) -> None:
+    """Serve until interrupted (SIGINT, SIGTERM)."""
+    import os
+
+    import uvicorn
+
+    from .api.app import create_app
+
+    opt.crash = opt.crash or os.environ.get(CRASH_ENV)
+    prepared = prepare(opt)
+    try:
+        sock = bind(opt.host, opt.port)
+    except BaseException:
+        _close(prepared)
+        raise
+    host, port = sock.getsockname()[:2]
+    base = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
+    live = prepared.live
+    app = create_app(
+        prepared.store, live=live, auth_cache_s=opt.auth_cache_s, metrics_public=opt.metrics_public
+    )
+    for note in prepared.notes:
+        echo(note)
+    loop = live.loop
+    echo(
+        f"database {prepared.where}; cluster {prepared.cluster}; speed {loop.opt.speed:g}x; "
+        f"strategy {loop.opt.strategy}"
+    )
+    echo(f"listening on {base}")
+    if prepared.tokens:
+        echo(f"admin token:  {prepared.tokens['admin']}")
+        echo(f"viewer token: {prepared.tokens['viewer']}")
+        echo(f"dashboard:    {base}#token={prepared.tokens['viewer']}")
+    else:
+        echo(f"dashboard:    {base} (tokens: fairshare token create --role viewer --db ...)")
+    sys.stdout.flush()
+    live.start()
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        live.stop()
+        _close(prepared)
+
+
+def _close(prepared: Prepared) -> None:
+    lock = prepared.live.loop.lock
+    if lock is not None:
+        lock.release()
+    prepared.store.close()
+    if prepared.temp is not None:  # --demo: the temp database goes with the process
+        shutil.rmtree(prepared.temp, ignore_errors=True)

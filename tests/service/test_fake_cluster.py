@@ -1,0 +1,113 @@
+"""The loop against the scripted fake cluster: observations reported again and again are applied
+once, a late observation is applied at the engine's last instant, a refused start is audited and decided
+again, the order reaches the cluster with every pass."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from fairshare.core.model import Node
+from fairshare.service import audit, journal, portfolio
+from fairshare.service.backend import Drained, Finished, Hung, Submitted
+from fairshare.service.fake import FakeCluster
+from fairshare.service.loop import LoopOptions, SchedulerLoop
+from fairshare.service.store import Store
+
+from .conftest import POLICY, T0, Clock
+
+NODES = [Node(f"n{i}", "p", 8, "H100", 64.0, 512.0, "b0") for i in range(2)]
+SPEC = {"group": "ops", "class": "train", "gpus": 8, "estimate": 3600.0}
+
+
+@pytest.fixture
+def fake_loop(db_url: str, clock: Clock) -> Iterator[tuple[SchedulerLoop, FakeCluster, Store]]:
+    fake = FakeCluster(NODES)
+    with Store.open(db_url, clock) as store:
+        with store.write() as tx:
+            portfolio.put_policy(tx, POLICY, "test")
+        loop = SchedulerLoop(store, lambda: fake, clock, LoopOptions(speed=0, forecast_s=0.0, publish_s=0.0))
+        assert loop.take_lock()
+        loop.become_writer()
+        yield loop, fake, store
+        loop._reset()
+
+
+def tick(loop: SchedulerLoop, clock: Clock, seconds: float) -> None:
+    clock.advance(seconds)
+    loop.cycle()
+
+
+def test_observations_reported_again_are_applied_once(
+    fake_loop: tuple[SchedulerLoop, FakeCluster, Store], clock: Clock
+) -> None:
+    loop, fake, store = fake_loop
+    for k in range(3):
+        fake.push(Submitted(T0 + 10 + k, f"j{k}", SPEC))
+    for _ in range(4):
+        tick(loop, clock, 60)
+    e = loop.engine
+    assert e is not None
+    assert set(e.running) == {"j0", "j1"} and set(e.pending.jobs) == {"j2"}
+    assert fake.acted[0][2] == ("j0", "j1") and fake.acted[0][3][:2] == ("j0", "j1")
+    with store.read() as tx:
+        kinds = [ev.kind for ev in journal.events(tx)]
+    assert kinds.count("submit") == 3 and kinds.count("started") == 2
+    fake.push(Finished(clock.t + 30, "j0"))
+    tick(loop, clock, 60)
+    tick(loop, clock, 60)
+    assert "j0" not in e.running and "j2" in e.running
+    with store.read() as tx:
+        runs = journal.usage_of(tx, "j0")
+    assert len(runs) == 1 and runs[0].t_to == clock.t - 90
+
+
+def test_a_late_observation_is_applied_at_the_loops_instant(
+    fake_loop: tuple[SchedulerLoop, FakeCluster, Store], clock: Clock
+) -> None:
+    loop, fake, store = fake_loop
+    fake.push(Submitted(T0 + 10, "j0", SPEC))
+    tick(loop, clock, 60)
+    tick(loop, clock, 600)
+    e = loop.engine
+    assert e is not None and "j0" in e.running
+    fake.push(Finished(T0 + 100, "j0"), Hung(T0 + 50, "nobody"))  # reported late: it ended long ago
+    last = e.t
+    tick(loop, clock, 60)
+    # the engine cannot go back: the finish counts from the earliest instant it still can (its last)
+    assert "j0" not in e.running and e.info["j0"].ended == last < clock.t
+    with store.read() as tx:
+        assert journal.usage_of(tx, "j0")[0].t_to == last
+
+
+def test_a_refused_start_is_audited_and_decided_again(
+    fake_loop: tuple[SchedulerLoop, FakeCluster, Store], clock: Clock
+) -> None:
+    loop, fake, store = fake_loop
+    fake.refuse.add("j0")
+    fake.push(Submitted(T0 + 10, "j0", SPEC))
+    tick(loop, clock, 60)
+    e = loop.engine
+    assert e is not None and "j0" in e.pending.jobs
+    fake.refuse.clear()
+    fake.push(Submitted(clock.t + 1, "j1", SPEC))  # an event, so a pass runs
+    tick(loop, clock, 60)
+    assert "j0" in e.running
+    with store.read() as tx:
+        kinds = [r.decision for r in audit.query(tx, job="j0", limit=None)]
+    assert kinds == ["start", "start_failed", "start"]
+
+
+def test_a_late_observation_reported_again_much_later_is_not_applied_twice(
+    fake_loop: tuple[SchedulerLoop, FakeCluster, Store], clock: Clock
+) -> None:
+    loop, fake, store = fake_loop
+    tick(loop, clock, 600)
+    fake.push(Drained(T0 + 10, (1,), T0 + 7200))  # late: before the engine's last instant
+    for _ in range(5):
+        tick(loop, clock, 60)
+    e = loop.engine
+    assert e is not None and 1 in e.fleet.draining
+    with store.read() as tx:
+        assert [ev.kind for ev in journal.events(tx)].count("drain") == 1

@@ -1,0 +1,240 @@
+"""The scheduler loop: write-ahead cycles against the demo cluster, rebuild from the journal,
+crash points, a reader that follows and takes over, policy and exception changes; both backends."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fairshare.service import audit, portfolio
+from fairshare.service.demo import DemoCluster
+from fairshare.service.errors import Conflict
+from fairshare.service.loop import LoopOptions, SchedulerLoop
+from fairshare.service.store import Store
+from fairshare.service.submissions import CrashPoints
+
+from .live_helpers import EPOCH, ManualClock, check_invariants, make_loop, rebuild, small_scenario, view_of
+
+
+def run(loop: SchedulerLoop, clock: ManualClock, seconds: float, step: float = 300.0) -> None:
+    end = clock.t + seconds
+    while clock.t < end:
+        clock.t = min(end, clock.t + step)
+        loop.cycle()
+
+
+def test_the_loop_schedules_the_demo_cluster_and_a_rebuild_equals_it(db_url: str) -> None:
+    clock = ManualClock()
+    scenario = small_scenario()
+    with Store.open(db_url, clock) as store:
+        loop = make_loop(store, scenario, clock)
+        run(loop, clock, 20 * 3600)
+        e = loop.engine
+        assert e is not None
+        assert loop.passes > 20
+        assert sum(1 for r in e.info.values() if r.state == "done") > 20
+        assert e.running or e.pending.jobs
+        counts = check_invariants(store, e)
+        assert counts["runs"] > 20
+        again = rebuild(store)
+        assert again.t == e.t
+        assert np.array_equal(again.ledger.sums, e.ledger.sums)
+        assert np.array_equal(again.unallocated.ledger.sums, e.unallocated.ledger.sums)
+        assert set(again.pending.jobs) == set(e.pending.jobs) and set(again.running) == set(e.running)
+        assert again.timers == e.timers and again.last_hold == e.last_hold
+        assert {k: v.state for k, v in again.info.items()} == {k: v.state for k, v in e.info.items()}
+        # the hung job was preempted by the watchdog (the cluster's truth reached the engine as a hang)
+        with store.read() as tx:
+            preempts = audit.query(tx, decision="preempt", limit=None)
+        assert any(r.evidence.get("reason") == "no_progress" for r in preempts)
+        loop._reset()
+
+
+class Boom(Exception):
+    pass
+
+
+class RaisingCrash(CrashPoints):
+    """In-process stand-in for SIGKILL: an exception at the point (the loop object is then dropped)."""
+
+    def __init__(self, point: str, nth: int) -> None:
+        super().__init__(None)
+        self.point, self.left = point, nth
+
+    def __call__(self, point: str) -> None:
+        if point == self.point:
+            self.left -= 1
+            if self.left == 0:
+                raise Boom(point)
+
+
+@pytest.mark.parametrize("point", ["mid_commit", "after_commit", "after_act"])
+def test_a_crash_at_each_point_loses_nothing_and_starts_nothing_twice(db_url: str, point: str) -> None:
+    clock = ManualClock()
+    scenario = small_scenario()
+    with Store.open(db_url, clock) as store:
+        for round_ in range(6):
+            loop = make_loop(store, scenario, clock, crash=RaisingCrash(point, 2 + round_))
+            with pytest.raises(Boom):
+                run(loop, clock, 12 * 3600, step=600)
+            loop._reset()  # the process is gone: its lock with it
+        loop = make_loop(store, scenario, clock)
+        run(loop, clock, 3600, step=600)
+        assert loop.engine is not None
+        counts = check_invariants(store, loop.engine)
+        assert counts["runs"] > 10
+        again = rebuild(store)
+        assert np.array_equal(again.ledger.sums, loop.engine.ledger.sums)
+        loop._reset()
+
+
+def test_the_cluster_refuses_to_start_a_running_job_again(tmp_path: object, clock: object) -> None:
+    c = ManualClock()
+    scenario = small_scenario()
+    with Store.open(f"sqlite:///{tmp_path}/x.db", c) as store:
+        loop = make_loop(store, scenario, c)
+        run(loop, c, 3 * 3600)
+        backend = loop.backend
+        assert isinstance(backend, DemoCluster) and loop.engine is not None
+        jid, view = next(iter(loop.engine.running.items()))
+        from fairshare.core.snapshot import Start
+
+        out = backend.act((), (Start(jid, view.alloc, view.charge, {}),), (), c.t)
+        assert out.confirmed == [] and "already running" in out.failed[0].reason
+        loop._reset()
+
+
+def test_a_second_loop_follows_the_journal_and_takes_over(tmp_path: object) -> None:
+    c = ManualClock()
+    scenario = small_scenario()
+    url = f"sqlite:///{tmp_path}/x.db"
+    with Store.open(url, c) as store, Store.open(url, c) as store2:
+        writer = make_loop(store, scenario, c)
+        run(writer, c, 6 * 3600)
+        reader = SchedulerLoop(
+            store2, lambda: DemoCluster(store2, scenario, reader.build_truth_job), c, LoopOptions(speed=0)
+        )
+        assert not reader.take_lock() and "holds the writer lock" in (reader.holder or "")
+        assert reader.catch_up()
+        reader.role = "reader"
+        reader.publish(force=True)
+        assert writer.engine is not None and reader.engine is not None
+        assert reader.engine.t == writer.engine.t
+        assert np.array_equal(reader.engine.ledger.sums, writer.engine.ledger.sums)
+        assert reader.view.role == "reader"
+        run(writer, c, 3600)
+        reader.catch_up()
+        assert set(reader.engine.running) == set(writer.engine.running)
+        writer._reset()  # the writer stops: the reader takes the lock and schedules on
+        assert reader.take_lock()
+        reader.become_writer()
+        run(reader, c, 3 * 3600)
+        check_invariants(store2, reader.engine)
+        reader._reset()
+
+
+def test_policy_changes_apply_from_the_next_pass_and_a_new_tree_is_refused_with_a_reason(db_url: str) -> None:
+    clock = ManualClock()
+    scenario = small_scenario()
+    with Store.open(db_url, clock) as store:
+        loop = make_loop(store, scenario, clock)
+        run(loop, clock, 3600)
+        assert loop.engine is not None
+        text = scenario.policy_text.replace("share: 40", "share: 80")
+        with store.write() as tx:
+            v, _, changed = portfolio.put_policy(tx, text, "test", "ops doubles")
+        assert changed
+        run(loop, clock, 600)
+        assert loop.engine.policy_sha == v.sha256
+        ops = loop.engine.tree.index()["ops"]
+        assert loop.engine.tree.share[ops] == 80
+        with store.write() as tx:
+            portfolio.put_policy(tx, text.replace("name: ops", "name: infra"), "test")
+        run(loop, clock, 600)
+        assert loop.engine.policy_sha == v.sha256
+        assert loop.policy_note is not None and "tree changes" in loop.policy_note["why"][0]
+        with store.read() as tx:
+            kinds = [r.decision for r in audit.query(tx, limit=None)]
+        assert "policy_applied" in kinds and "policy_not_applied" in kinds
+        again = rebuild(store)
+        assert again.policy_sha == v.sha256 and np.array_equal(again.ledger.sums, loop.engine.ledger.sums)
+        loop._reset()
+
+
+def test_an_exception_applies_at_once_and_stops_at_its_expiry(db_url: str) -> None:
+    clock = ManualClock()
+    scenario = small_scenario()
+    with Store.open(db_url, clock) as store:
+        loop = make_loop(store, scenario, clock)
+        run(loop, clock, 3600)
+        with store.write() as tx:
+            ex = portfolio.create_exception(tx, "ml/nlp", 50.0, clock.t + 7200, "cto", "launch", "admin")
+        run(loop, clock, 300)
+        e = loop.engine
+        assert e is not None
+        nlp = e.tree.index()["ml/nlp"]
+        assert e.shares[nlp] == 50 + 50
+        v = view_of(e, clock.t)
+        nlp_row, vision_row = v.node("ml/nlp"), v.node("ml/vision")
+        assert nlp_row is not None and vision_row is not None
+        assert nlp_row.effective_share > vision_row.effective_share
+        run(loop, clock, 3 * 3600)
+        assert e.shares[nlp] == 50
+        with store.read() as tx:
+            recs = {r.decision: r for r in audit.query(tx, limit=None)}
+        assert recs["exception_applied"].evidence["id"] == f"api:{ex.id}"
+        assert recs["exception_expired"].t == pytest.approx(ex.expires_t)
+        loop._reset()
+
+
+def test_submissions_and_cancellations_through_the_cluster(tmp_path: object) -> None:
+    c = ManualClock()
+    scenario = small_scenario(jobs=4)
+    with Store.open(f"sqlite:///{tmp_path}/x.db", c) as store:
+        loop = make_loop(store, scenario, c)
+        run(loop, c, 600)
+        backend = loop.backend
+        assert isinstance(backend, DemoCluster) and loop.engine is not None
+        spec = {"group": "ops", "class": "train", "gpus": 8, "estimate": 7200.0, "work": 7200.0}
+        backend.submit("big-1", spec, c.t)
+        backend.submit("big-2", spec, c.t)
+        backend.submit("big-3", spec, c.t)
+        with pytest.raises(Conflict):
+            backend.submit("big-1", spec, c.t)
+        run(loop, c, 60, step=60)
+        e = loop.engine
+        assert "big-1" in e.running and "big-3" in e.pending.jobs
+        backend.cancel("big-3", c.t, "me")
+        backend.cancel("big-1", c.t, "me")
+        run(loop, c, 60, step=60)
+        assert e.info["big-3"].state == "cancelled" and "big-3" not in e.pending.jobs
+        assert e.info["big-1"].state == "cancelled" and "big-1" not in e.running
+        bad = {"group": "nowhere", "class": "train", "gpus": 1, "estimate": 60.0}
+        backend.build_job = lambda *a: None  # type: ignore[assignment]  # the cluster takes anything
+        backend.submit("bad-1", bad, c.t)
+        run(loop, c, 60, step=60)
+        assert "bad-1" in e.rejected and "no group 'nowhere'" in e.rejected["bad-1"]
+        check_invariants(store, e)
+        again = rebuild(store)
+        assert again.info["big-3"].state == "cancelled" and "bad-1" in again.rejected
+        loop._reset()
+
+
+def test_the_clock_continues_from_the_database_and_rebases_on_a_new_speed(tmp_path: object) -> None:
+    from fairshare.service.clock import scaled_clock
+
+    wall = [1000.0]
+    with Store.open(f"sqlite:///{tmp_path}/x.db", lambda: 0.0) as store:
+        with store.write() as tx:
+            c1 = scaled_clock(tx, EPOCH, 600.0, lambda: wall[0])
+        wall[0] += 10
+        assert c1() == EPOCH + 6000
+        with store.write() as tx:
+            c2 = scaled_clock(tx, 0.0, 600.0, lambda: wall[0])
+        assert c2() == EPOCH + 6000
+        with store.write() as tx:
+            c3 = scaled_clock(tx, 0.0, 60.0, lambda: wall[0])
+        wall[0] += 1
+        assert math.isclose(c3(), EPOCH + 6060)
