@@ -63,6 +63,11 @@ class Ledger:
     def set_rates(self, owed: Sequence[float] | Vec, delivered: Sequence[float] | Vec) -> None:
         self.rate = np.array([owed, delivered], dtype=np.float64)
 
+    def set_rate_rows(self, rows: Vec) -> None:
+        """set_rates from a (2, nodes) array of owed and delivered rates, kept as it is (the
+        caller does not change it afterwards)."""
+        self.rate = rows
+
     def advance(self, t: float) -> None:
         """Integrate the current rates from the ledger's time to t, rolling buckets as it goes."""
         if t <= self.t:

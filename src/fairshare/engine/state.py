@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from ..core.contract import latest_start, overhead_of
 from ..core.model import TIME_EPS, JobRequest, Knobs, Node, ResolvedException
 from ..core.placement import Alloc, FreeIndex
@@ -46,7 +48,7 @@ from ..core.tree import TreeIndex
 from .demand import Demand
 from .events import Event, Reservation
 from .fleet import Fleet
-from .ledger import DecayLedger, Ledger
+from .ledger import DecayLedger, Ledger, Vec
 from .owed import effective_shares, water_fill
 
 _NONE: frozenset[int] = frozenset()
@@ -127,6 +129,7 @@ class EngineState:
         self.flushed = 0.0  # the ledger is integrated up to here
         self.owed_list: list[float] = [0.0] * n
         self.used_list: list[float] = [0.0] * n
+        self.rate_rows: Vec = np.zeros((2, n))  # owed and used rates, as arrays
         self._owed_key: tuple[list[float], float, Sequence[float]] | None = None  # water_fill memo
         self._owed: list[float] = []
         for ex in setup.exceptions:
@@ -239,9 +242,11 @@ class EngineState:
     def _recompute(self) -> None:
         owed, used = self._owed_used()
         self.owed_list, self.used_list = owed, used
-        self.ledger.set_rates(owed, used)
+        # the rates as arrays, converted once: the ledger, the decayed usage and the metrics read them
+        self.rate_rows = np.array([owed, used], dtype=np.float64)
+        self.ledger.set_rate_rows(self.rate_rows)
         if self.decay is not None:
-            self.decay.set_rate(used)
+            self.decay.set_rate(self.rate_rows[1])
         self.computed = True
         if self.listener is not None:
             self.listener.rates_changed(self)

@@ -80,13 +80,12 @@ class MetricsFeed:
         """Owed, delivered and unallocated per tree node, delivered and owed per GPU type (the
         type's capacity water-filled over the groups with demand for it: runs on it, pending
         jobs that may use it), and the capacity counters."""
-        owed, used = engine.owed_list, engine.used_list
+        n = len(engine.owed_list)
         fleet = engine.fleet
         cap = fleet.capacity
         k = len(fleet.cap_t)
-        rates = np.empty((3 + 2 * k, len(owed)))
-        rates[0] = owed
-        rates[1] = used
+        rates = np.empty((3 + 2 * k, n))
+        rates[0:2] = engine.rate_rows
         np.maximum(rates[1] - self.static_vec * cap, 0.0, out=rates[2])
         if k == 1:  # one GPU type: everything is delivered and owed on it
             rates[3] = rates[1]
@@ -104,7 +103,7 @@ class MetricsFeed:
             cap,
             fleet.allocated,
             fleet.idle_available,
-            engine.fragmented_gpus(),
+            engine.demand.fragmented_gpus(),
             np.array([fleet.alloc_t, fleet.idle_t], dtype=np.float64),
         )
 
