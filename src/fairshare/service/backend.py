@@ -185,6 +185,7 @@ class Outcome:
     confirmed: list[Observation]
     failed: list[Failure]
     records: list[Record] = field(default_factory=list)
+    retry: bool = False  # the cluster could not take all of it: ask for a pass again next cycle
 
 
 class Backend(Protocol):

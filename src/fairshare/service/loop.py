@@ -125,6 +125,7 @@ class SchedulerLoop:
         self.policy_note: dict[str, Any] | None = None  # a stored version the ledger cannot take
         self.error: str | None = None
         self.unavailable = 0  # consecutive cycles the cluster could not be read
+        self.retry = False  # the cluster did not take all of the last pass: pass again
         self.last_cycle = -math.inf
         self.holder: str | None = None
         self.on_pass: list[Callable[[float], None]] = []  # observers of pass durations (metrics)
@@ -242,8 +243,9 @@ class SchedulerLoop:
             happened = happened or bool(batch)
             if t == now:
                 self._portfolio(now, audits)
-                if happened:
+                if happened or self.retry:
                     e.poke()
+                    self.retry = False
             e.settle()
         d: Decisions | None = None
         if e.pass_due():
@@ -274,6 +276,7 @@ class SchedulerLoop:
                 )
             for r in out.records:
                 audits.append(AuditRecord(now, r.kind, r.job, _plain(r.evidence), e.policy_sha))
+            self.retry = out.retry
             self._commit(audits, usage)
         for k in [k for k, t in self.seen.items() if t < self.since]:
             del self.seen[k]

@@ -31,7 +31,6 @@ nothing in Slurm and audits what it would have done.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,41 +39,34 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.contract import checkpointed, lost_gpu_s
 from ..core.model import TIME_EPS, Node
-from ..core.snapshot import Preempt, RunView, Start
+from ..core.snapshot import RunView
 from ..inputs.policy import Policy
 from ..slurm.comment import parse_comment
 from ..slurm.errors import SlurmError
 from ..slurm.mapping import JobRequest as SlurmRequest
 from ..slurm.mapping import Mapper, NodeView, UnmappedJob
 from ..slurm.model import SlurmJob, SlurmNode, SlurmRun
-from ..slurm.priority import Band, plan_priorities, priorities_of
+from ..slurm.priority import Band
 from .backend import (
     Cancelled,
     Drained,
-    Failure,
     Finished,
     Noted,
     Observation,
-    Outcome,
     Preempted,
-    Record,
     Started,
     Submitted,
     Undrained,
     in_order,
 )
 from .errors import ClusterUnavailable, ServiceError
+from .slurmact import NOW_RUNNING, SlurmActions, eligible
 
 if TYPE_CHECKING:
     from ..slurm.backend import SlurmBackend
     from .liveengine import LiveEngine
 
-# a pending job waiting for one of these is not yet demand: it is submitted once eligible
-NOT_ELIGIBLE = frozenset(
-    {"JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime"}
-)
 REQUEUED_STATES = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPTED", "NODE_FAIL"})
-NOW_RUNNING = frozenset({"RUNNING", "CONFIGURING"})
 FAR = 10 * 365 * 86400.0  # a Slurm drain has no deadline: running jobs finish
 
 
@@ -86,11 +78,7 @@ class SlurmOptions:
     margin_s: float = 120.0  # accounting is read from this long before the last cycle
 
 
-def eligible(j: SlurmJob) -> bool:
-    return not j.held and j.reason not in NOT_ELIGIBLE
-
-
-class SlurmCluster:
+class SlurmCluster(SlurmActions):
     """The backend interface on a Slurm client (fairshare.slurm.backend.SlurmBackend)."""
 
     name = "slurm"
@@ -386,141 +374,6 @@ class SlurmCluster:
                     waiting_ahead=len(ahead),
                 )  # fmt: skip
 
-    # ------------------------------------------------------------------ acting
-    def act(
-        self, preempts: Sequence[Preempt], starts: Sequence[Start], order: Sequence[str], t: float
-    ) -> Outcome:
-        e = self.engine_of()
-        confirmed: list[Observation] = []
-        failed: list[Failure] = []
-        records: list[Record] = []
-        for s in starts:
-            self.intended[s.job] = (t, tuple(self._nodes[i].name for i, _ in s.alloc))
-        self.last_order = tuple(order)
-        try:
-            self._priorities(order, records)
-        except SlurmError as exc:  # a systemic failure: the next cycle's plan completes the work
-            records.append(Record("priorities_failed", None, {"error": str(exc)}))
-        if preempts and e is not None:
-            self._requeue(e, preempts, t, confirmed, failed, records)
-        return Outcome(confirmed, failed, records)
-
-    def _priorities(self, order: Sequence[str], records: list[Record]) -> None:
-        current = priorities_of(self.jobs.values())
-        ids = [int(j) for j in order if j.isdigit() and int(j) in current]
-        plan = plan_priorities(ids, current, self.band)
-        if not plan.updates:
-            return
-        evidence: dict[str, Any] = {
-            "updates": [list(u) for u in plan.updates],
-            "kept": len(plan.kept),
-            "skipped": [list(s) for s in plan.skipped],
-        }
-        if self.opt.dry_run:
-            if plan.updates != self.last_plan:  # the same intent is audited once
-                self.last_plan = plan.updates
-                records.append(Record("priorities", None, {**evidence, "dry_run": True}))
-            return
-        results = []
-        for job, prio in plan.updates:
-            res = self.client.set_priority(job, prio)
-            results.append(res)
-            if res.ok:
-                old = self.jobs[job]
-                self.jobs[job] = _with_priority(old, prio)
-        evidence["not_applied"] = [[r.job_id, r.outcome, r.detail] for r in results if not r.ok]
-        records.append(Record("priorities", None, evidence))
-
-    def _requeue(
-        self,
-        e: LiveEngine,
-        preempts: Sequence[Preempt],
-        t: float,
-        confirmed: list[Observation],
-        failed: list[Failure],
-        records: list[Record],
-    ) -> None:
-        by: dict[str | None, list[Preempt]] = {}
-        for p in preempts:
-            by.setdefault(p.by, []).append(p)
-        try:  # check again, on a fresh read: Slurm may have moved since the cycle began
-            nodes = {v.name: v for v in self._views(self.client.read_nodes()).values()}
-            jobs = {j.job_id: j for j in self.client.read_jobs()}
-        except SlurmError as exc:
-            failed.extend(
-                Failure(p.job, "preempt", f"Slurm could not be read again: {exc}") for p in preempts
-            )
-            return
-        for preemptor, group in by.items():
-            why = self._needless(e, preemptor, group, nodes, jobs, t)
-            if why is not None:
-                failed.extend(Failure(p.job, "preempt", f"not requeued: {why}") for p in group)
-                continue
-            for p in group:
-                rv = e.running[p.job]
-                evidence = {"by": p.by, "reason": p.reason, "protected_until": rv.protected_until}
-                if self.opt.dry_run:
-                    records.append(Record("requeue", p.job, {**evidence, "dry_run": True}))
-                    continue
-                try:
-                    res = self.client.requeue(int(p.job))
-                except SlurmError as exc:
-                    failed.append(Failure(p.job, "preempt", f"requeue failed: {exc}"))
-                    continue
-                records.append(
-                    Record("requeue", p.job, {**evidence, "result": res.outcome, "detail": res.detail})
-                )
-                if not res.ok:
-                    failed.append(Failure(p.job, "preempt", f"requeue: {res.outcome} {res.detail}".strip()))
-                    continue
-                progress = max(0.0, min(t, rv.hung_since or t) - rv.t0 - rv.overhead)
-                kept = rv.kept + checkpointed(rv.job, progress)
-                confirmed.append(Preempted(t, p.job, p.reason, p.by, p.lost_gpu_s, kept))
-                with contextlib.suppress(SlurmError):  # below every ordered job until the next cycle
-                    self.client.set_priority(int(p.job), self.band.low)
-
-    def _needless(
-        self,
-        e: LiveEngine,
-        preemptor: str | None,
-        group: Sequence[Preempt],
-        nodes: Mapping[str, NodeView],
-        jobs: Mapping[int, SlurmJob],
-        t: float,
-    ) -> str | None:
-        """Why requeueing `group` for `preemptor` must not happen now (None: it may)."""
-        for p in group:
-            rv = e.running.get(p.job)
-            j = jobs.get(int(p.job)) if p.job.isdigit() else None
-            if rv is None or j is None or j.state not in NOW_RUNNING or j.start_time is None:
-                return f"job {p.job} no longer runs"
-            if rv.protected_until > t + TIME_EPS or j.start_time + rv.job.protected > t + TIME_EPS:
-                until = max(rv.protected_until, j.start_time + rv.job.protected)
-                return f"job {p.job} is inside its protected window (until {until:.0f})"
-        if preemptor is None or group[0].reason in ("drain", "no_progress"):
-            return None
-        w = jobs.get(int(preemptor)) if preemptor.isdigit() else None
-        if w is None or not w.pending or not eligible(w):
-            return f"the preemptor {preemptor} no longer waits (or is held)"
-        free = {n: v.gpus - v.gpus_used for n, v in nodes.items() if v.schedulable}
-        if _fits(w, free, self.mapper, nodes):
-            return f"the preemptor {preemptor} fits on the free GPUs now"
-        for p in group:
-            for a in jobs[int(p.job)].alloc:
-                if a.node in free:
-                    free[a.node] += a.gpus
-        if not _fits(w, free, self.mapper, nodes):
-            return f"the preemptor {preemptor} would not fit even with the victims' GPUs free"
-        return None
-
-
-def _fits(j: SlurmJob, free: Mapping[str, int], mapper: Mapper, nodes: Mapping[str, NodeView]) -> bool:
-    n = max(1, j.nodes)
-    per = -(-j.gpus // n)
-    want = mapper.gpu_type(j.gpu_type) if j.gpu_type is not None else None
-    ok = [k for k, f in free.items() if f >= per and (want is None or nodes[k].gpu_type == want)]
-    return len(ok) >= n
-
 
 def _run_of(j: SlurmJob) -> SlurmRun:
     return SlurmRun(
@@ -571,9 +424,3 @@ def _job_of(r: SlurmRun) -> SlurmJob:
         array_task_id=None,
         het_job_id=None,
     )
-
-
-def _with_priority(j: SlurmJob, prio: int) -> SlurmJob:
-    import dataclasses
-
-    return dataclasses.replace(j, priority=prio)
