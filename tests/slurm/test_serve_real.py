@@ -85,10 +85,7 @@ def test_slurm_starts_jobs_in_the_order_the_cycle_sets(real: RealHarness, tmp_pa
     wait_for("the blockers to run", lambda: running(real) >= set(blockers))
     waiting = [sbatch(real, a, 8, 600) for a in ("research", "research", "product", "product")]
     with real_loop(real, tmp_path) as loop:
-        wait_for(
-            "the jobs in the engine",
-            lambda: (loop.cycle(), loop.engine and len(loop.engine.pending.jobs) == 4)[1],
-        )
+        wait_for("the jobs in the engine", lambda: len(cycled(loop).engine.pending.jobs) == 4)  # type: ignore[union-attr]
         started: list[int] = []
         expected: list[int] = []
         for b in blockers:
