@@ -4,7 +4,7 @@ compare` (issue 12, item 6). Used by tests/slurm/test_serve_real.py and, to prin
 for docs/slurm.md, by `python -m tests.slurm.e2e SLURM_CONF` (with the dev cluster up).
 
 The run: research submits its backlog first and fills the cluster; product's backlog arrives a few
-seconds later. Each job takes 4 GPUs and sleeps `work` seconds, with a time limit of 2 minutes and
+seconds later. Each job takes 4 GPUs and sleeps 20 to 32 seconds, with a time limit of 2 minutes and
 the contract `protect=20s,checkpoint=10s,resumable` in its comment; the policy caps protection at
 60 s and gives product 3 shares to research's 1; the fair-share lookahead is 10 s (default 1 h), so
 that within minutes the order repays the debt the first seconds made. Delivered GPU time per
@@ -64,6 +64,12 @@ class Submitted:
     job: int
     account: str
     t: float  # seconds after the run's start
+    work: float  # how long it sleeps
+
+
+def work_of(k: int, work: float) -> float:
+    """Run times spread over work .. 1.6 x work, so that runs do not all end together."""
+    return work + (k * 7 % 13) * work * 0.05
 
 
 @dataclass
@@ -117,9 +123,9 @@ def run(
     slurm_conf: str,
     folder: Path,
     duration: float = 150.0,
-    work: float = 25.0,
+    work: float = 20.0,
     backlog: tuple[int, int] = (40, 40),
-    interval: str = "2s",
+    interval: str = "1s",
 ) -> E2E:
     """Run serve against the Slurm of `slurm_conf` for `duration` seconds; measure."""
     env = {**os.environ, "SLURM_CONF": slurm_conf, "TZ": "UTC"}
@@ -138,12 +144,14 @@ def run(
     try:
         _wait_listening(folder / "serve.log", serve)
         t0 = time.time()
-        for _ in range(backlog[1]):
-            out.jobs.append(Submitted(sbatch(env, "research", work), "research", time.time() - t0))
+        for k in range(backlog[1]):
+            w = work_of(k, work)
+            out.jobs.append(Submitted(sbatch(env, "research", w), "research", time.time() - t0, w))
         time.sleep(5.0)
         t_both = time.time()
-        for _ in range(backlog[0]):
-            out.jobs.append(Submitted(sbatch(env, "product", work), "product", time.time() - t0))
+        for k in range(backlog[0]):
+            w = work_of(k, work)
+            out.jobs.append(Submitted(sbatch(env, "product", w), "product", time.time() - t0, w))
         while time.time() < t0 + duration:
             time.sleep(1.0)
             if serve.poll() is not None:
@@ -234,7 +242,7 @@ def replay(out: E2E, folder: Path) -> dict[str, Any]:
     dev cluster; waits and shares over the live run's span, beside the live ones."""
     rows = [
         {"job_id": f"j{j.job}", "submit": round(j.t, 3), "group": j.account, "class": "train", "gpus": 4,
-         "work": out.work, "estimate": 120, "protected": "20s", "resumable": True, "checkpoint": "10s"}
+         "work": j.work, "estimate": 120, "protected": "20s", "resumable": True, "checkpoint": "10s"}
         for j in out.jobs
     ]  # fmt: skip
     (folder / "workload.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
