@@ -145,13 +145,13 @@ def run(
         _wait_listening(folder / "serve.log", serve)
         t0 = time.time()
         for k in range(backlog[1]):
-            w = work_of(k, work)
-            out.jobs.append(Submitted(sbatch(env, "research", w), "research", time.time() - t0, w))
+            w, t = work_of(k, work), time.time() - t0
+            out.jobs.append(Submitted(sbatch(env, "research", w), "research", t, w))
         time.sleep(5.0)
         t_both = time.time()
         for k in range(backlog[0]):
-            w = work_of(k, work)
-            out.jobs.append(Submitted(sbatch(env, "product", w), "product", time.time() - t0, w))
+            w, t = work_of(k, work), time.time() - t0
+            out.jobs.append(Submitted(sbatch(env, "product", w), "product", t, w))
         while time.time() < t0 + duration:
             time.sleep(1.0)
             if serve.poll() is not None:
@@ -222,7 +222,8 @@ def _measure(out: E2E, runs: list[SlurmRun], t0: float, t_end: float, t_both: fl
         after = [r.start for r in runs if account[r.job_id] == "product" and r.start >= first_rq - 1]
         out.first_product_start_after_requeue_t = min(after) - t0 if after else None
     for acct in ("product", "research"):
-        waits = [first[j] - submitted[j] for j in submitted if account[j] == acct and j in first]
+        # Slurm's start times are whole seconds
+        waits = [max(0.0, first[j] - submitted[j]) for j in submitted if account[j] == acct and j in first]
         out.waits[acct] = quantiles(waits)
 
 
