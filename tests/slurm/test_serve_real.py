@@ -147,7 +147,8 @@ def test_slurmctld_restarted_mid_cycle(real: RealHarness, dev_cluster: DevCluste
             usage = journal.usage_between(tx, 0, time.time() + 1)
         assert sorted(iv.job for iv in usage) == sorted([str(a), str(b)])
         (ua,) = [iv for iv in usage if iv.job == str(a)]
-        assert ua.t_to is not None and 5 <= ua.t_to - ua.t_from <= 9
+        # it ended while the controller was down: Slurm records the end when it is back
+        assert ua.t_to is not None and 5 <= ua.t_to - ua.t_from <= 40
 
 
 def test_the_service_killed_and_restarted_charges_nothing_twice(real: RealHarness, tmp_path: Path) -> None:

@@ -228,6 +228,8 @@ class SlurmCluster(SlurmActions):
         if job in e.rejected:
             return False
         known = job in e.info
+        if not known:  # runs that ended before the engine's instant can no longer be charged
+            rs = [r for r in rs if r.end is None or r.end > e.t]
         if j is None and not rs:
             return False
         req = self._request(j if j is not None else _job_of(rs[-1]))
