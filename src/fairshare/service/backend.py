@@ -17,9 +17,13 @@ once), and carries out the loop's decisions after the loop has committed them:
                                      priorities), and the backend reports starts as it observes them
     submit(spec, t), cancel(job, t)  (demo and fake) a user's submission or cancellation
 
+`observe` raises `errors.ClusterUnavailable` when the cluster cannot be read (its controller is
+down, a command timed out): the loop skips that cycle and retries with backoff, keeping its state
+and its lock. `Noted` observations and an outcome's `records` are audited as they are.
+
 Implementations: `demo.DemoCluster` (the simulator's truth on an accelerated clock, its state in the
-database as a real cluster keeps its own), `fake.FakeCluster` (scripted, for tests); the Slurm
-driver plugs in here (fairshare.slurm).
+database as a real cluster keeps its own), `fake.FakeCluster` (scripted, for tests) and
+`slurmcluster.SlurmCluster` (a real Slurm through fairshare.slurm's client).
 
 A submission's `spec` is a workload row (FORMATS.md job columns: group, class, gpus, nodes,
 gpu_type, cpus, mem_gb, estimate, label, deadline, protected, resumable, checkpoint; no `work`):
@@ -137,6 +141,22 @@ class Started(Observation):
         return f"start:{self.job}:{self.t!r}"
 
 
+@dataclass(frozen=True)
+class Noted(Observation):
+    """Something the cluster reports for the audit only, not an engine event (an account no leaf
+    charges, where the cluster placed a job other than the core would have, ...). The backend
+    reports each once."""
+
+    kind: str
+    job: str | None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    rank = 8
+
+    @property
+    def key(self) -> str:
+        return f"note:{self.kind}:{self.job}:{self.t!r}"
+
+
 def in_order(observations: Sequence[Observation]) -> list[Observation]:
     return sorted(observations, key=lambda o: (o.t, o.rank))
 
@@ -151,9 +171,21 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Record:
+    """An action of the backend's own to audit (priorities set, a requeue skipped, a dry run's
+    intent), with its evidence."""
+
+    kind: str
+    job: str | None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Outcome:
     confirmed: list[Observation]
     failed: list[Failure]
+    records: list[Record] = field(default_factory=list)
+    retry: bool = False  # the cluster could not take all of it: ask for a pass again next cycle
 
 
 class Backend(Protocol):

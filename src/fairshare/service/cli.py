@@ -276,6 +276,10 @@ def review_cmd(db: str, days: float, as_json: bool) -> None:
 @click.option("--strategy", default="fairshare", show_default=True, help="The ordering strategy.")
 @click.option("--seed", type=int, default=1, show_default=True, help="The demo scenario's seed.")
 @click.option("--metrics-public", is_flag=True, help="Serve /metrics without a token.")
+@click.option(
+    "--dry-run", is_flag=True, help="(slurm) Audit the priorities and requeues it would set; change nothing."
+)
+@click.option("--interval", metavar="DURATION", help="(slurm) How often to look at Slurm (default 15s).")
 def serve(
     demo: bool,
     db: str | None,
@@ -287,6 +291,8 @@ def serve(
     strategy: str,
     seed: int,
     metrics_public: bool,
+    dry_run: bool,
+    interval: str | None,
 ) -> None:
     """Run the scheduler loop, the API and the dashboard (http://HOST:PORT/)."""
     import logging
@@ -301,7 +307,18 @@ def serve(
     if strategy not in STRATEGIES:
         _fail(f"--strategy: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    every = None
+    if interval is not None:
+        from .._units import parse_duration
+
+        try:
+            every = parse_duration(interval)
+        except ValueError as exc:
+            _fail(f"--interval: {exc}")
+        if not every > 0:
+            _fail("--interval: must be > 0")
     opt = ServeOptions(db, policy_path, cluster, speed, host, port, demo, strategy, seed, metrics_public)
+    opt.dry_run, opt.interval = dry_run, every
     try:
         run(opt, echo=click.echo)
     except InputError as exc:

@@ -40,6 +40,13 @@ class Unavailable(ServiceError):
     code = "unavailable"
 
 
+class ClusterUnavailable(Unavailable):
+    """The cluster cannot be read now (its controller is down or restarting, a command timed
+    out): the loop skips the cycle and retries with backoff."""
+
+    code = "cluster_unavailable"
+
+
 class SchemaTooNew(ServiceError):
     """The database was migrated by a newer fairshare than this one."""
 

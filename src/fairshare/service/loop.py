@@ -48,13 +48,14 @@ from .backend import (
     Drained,
     Finished,
     Hung,
+    Noted,
     Observation,
     Preempted,
     Started,
     Submitted,
     Undrained,
 )
-from .errors import Unavailable, WriterLockHeld
+from .errors import ClusterUnavailable, Unavailable, WriterLockHeld
 from .inforce import apply_exceptions, apply_policy
 from .journal import Interval, JournalEvent
 from .liveengine import SETUP, LiveEngine, Setup, new_engine, replay
@@ -77,6 +78,7 @@ class LoopOptions:
     forecast_passes: int = 3000
     follow_s: float = 1.0  # a reader's look at the journal
     speed: float = 1.0  # sim seconds per wall second (the demo's clock), for sleeping
+    retry_max_s: float = 60.0  # wall seconds: the longest wait between retries of an unreadable cluster
     crash: CrashPoints = field(default_factory=lambda: CrashPoints(None))
 
 
@@ -122,6 +124,8 @@ class SchedulerLoop:
         self.requests: Requests | None = None
         self.policy_note: dict[str, Any] | None = None  # a stored version the ledger cannot take
         self.error: str | None = None
+        self.unavailable = 0  # consecutive cycles the cluster could not be read
+        self.retry = False  # the cluster did not take all of the last pass: pass again
         self.last_cycle = -math.inf
         self.holder: str | None = None
         self.on_pass: list[Callable[[float], None]] = []  # observers of pass durations (metrics)
@@ -239,8 +243,9 @@ class SchedulerLoop:
             happened = happened or bool(batch)
             if t == now:
                 self._portfolio(now, audits)
-                if happened:
+                if happened or self.retry:
                     e.poke()
+                    self.retry = False
             e.settle()
         d: Decisions | None = None
         if e.pass_due():
@@ -269,6 +274,9 @@ class SchedulerLoop:
                 audits.append(
                     AuditRecord(now, f"{f.action}_failed", f.job, {"reason": f.reason}, e.policy_sha)
                 )
+            for r in out.records:
+                audits.append(AuditRecord(now, r.kind, r.job, _plain(r.evidence), e.policy_sha))
+            self.retry = out.retry
             self._commit(audits, usage)
         for k in [k for k, t in self.seen.items() if t < self.since]:
             del self.seen[k]
@@ -324,6 +332,8 @@ class SchedulerLoop:
             e.drain(o.nodes, o.deadline)
         elif isinstance(o, Undrained):
             e.undrain(o.nodes)
+        elif isinstance(o, Noted):
+            audits.append(AuditRecord(t, o.kind, o.job, _plain(o.evidence), e.policy_sha))
         if len(self.buf) > i:
             self.keys[i] = o.key
         self.seen[o.key] = o.t
@@ -461,6 +471,7 @@ class SchedulerLoop:
             "journal_seq": self.last_seq,
             "policy_not_applied": self.policy_note,
             "error": self.error,
+            "cluster_retries": self.unavailable,
         }
 
     # ------------------------------------------------------------------ running
@@ -506,7 +517,19 @@ class SchedulerLoop:
                         continue
                 if forced or self.sleep_s() <= 0:
                     forced = False
-                    self.cycle()
+                    try:
+                        self.cycle()
+                    except ClusterUnavailable as exc:
+                        # nothing was changed: keep the state and the lock, retry with backoff
+                        self.unavailable += 1
+                        self.error = f"cluster unavailable: {exc.message}"
+                        log.warning("%s (retry %d)", self.error, self.unavailable)
+                        self.publish(force=True)
+                        stop.wait(min(self.opt.retry_max_s, 2.0 ** min(self.unavailable - 1, 10)))
+                        forced = True
+                        continue
+                    if self.unavailable:
+                        self.unavailable, self.error = 0, None
                     self.last_cycle = self.wall()
                     continue
                 self.publish(force=self.wall() - self.last_publish >= self.opt.refresh_s)
@@ -514,10 +537,16 @@ class SchedulerLoop:
                     self.wake.clear()
                     forced = True
             except Exception as exc:  # keep serving reads; a writer gives up its lock and rebuilds
-                log.exception("scheduler loop error")
+                wait = 1.0
+                if isinstance(exc, ClusterUnavailable):  # e.g. the cluster could not be read at start
+                    self.unavailable += 1
+                    wait = min(self.opt.retry_max_s, 2.0 ** min(self.unavailable - 1, 10))
+                    log.warning("cluster unavailable: %s (retry %d)", exc.message, self.unavailable)
+                else:
+                    log.exception("scheduler loop error")
                 self.error = f"{type(exc).__name__}: {exc}"
                 self._reset()
-                stop.wait(1.0)
+                stop.wait(wait)
         self._reset()
 
     def _reset(self) -> None:

@@ -3,7 +3,8 @@
     serve --demo                                        a temp SQLite database, the `normal`
                                                         scenario at 600x, admin and viewer tokens
     serve --policy P --db URL --cluster demo:NAME [--speed X]
-    serve --policy P --db URL --cluster slurm           (the Slurm backend; not built here yet)
+    serve --policy P --db URL --cluster slurm [--dry-run] [--interval 15s]
+                                                        a real Slurm (serve_slurm.py)
 
 It takes the database's writer lock and schedules, or (another process holds it) serves the same
 views read-only from the journal and takes over when the lock frees. It listens on 127.0.0.1:8080
@@ -59,6 +60,9 @@ class ServeOptions:
     metrics_public: bool = False
     auth_cache_s: float = 5.0
     crash: str | None = None
+    dry_run: bool = False  # slurm: audit what it would do, change nothing in Slurm
+    interval: float | None = None  # slurm: seconds between looks at Slurm (default 15)
+    slurm_timeout: float = 30.0  # slurm: seconds for each Slurm command
 
 
 @dataclass
@@ -79,13 +83,10 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
     if cluster is None:
         raise InputError("--cluster", "", "give the cluster: demo:SCENARIO (e.g. demo:normal) or slurm")
     kind, _, name = cluster.partition(":")
-    if kind == "slurm":
-        raise InputError(
-            "--cluster",
-            cluster,
-            "the Slurm backend is not part of this build yet (it plugs into the loop's "
-            "backend interface; see docs/slurm.md); use demo:SCENARIO",
-        )
+    if kind == "slurm" and not name:
+        return _prepare_slurm(opt, wall)
+    if opt.dry_run:
+        raise InputError("--dry-run", "", "only with --cluster slurm (a demo cluster changes nothing real)")
     if kind != "demo" or not name:
         raise InputError("--cluster", cluster, "expected demo:SCENARIO (e.g. demo:normal) or slurm")
     scenario = Scenario.load(name, opt.seed)
@@ -157,6 +158,33 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
     loop = SchedulerLoop(store, backend, clock, options)
     where = store.url
     return Prepared(store, LiveService(store, loop), ref, notes, made, where, cluster, folder)
+
+
+def _prepare_slurm(opt: ServeOptions, wall: Callable[[], float]) -> Prepared:
+    from .serve_slurm import prepare_slurm
+
+    if opt.demo:
+        raise InputError("--demo", "", "runs the demo cluster; leave it out with --cluster slurm")
+    if opt.speed is not None:
+        raise InputError("--speed", str(opt.speed), "a real Slurm runs on the wall clock (no --speed)")
+    if opt.db is None:
+        raise InputError("--db", "", "give the database: sqlite:///PATH or postgresql+psycopg://...")
+    store = Store.open(opt.db, wall)
+    notes: list[str] = []
+    try:
+        with store.write() as tx:
+            if opt.policy is not None:
+                text = _read(opt.policy)
+                v, warnings, changed = portfolio.put_policy(tx, text, "serve --policy", "serve --policy")
+                notes += [f"warning: {opt.policy}: {w}" for w in warnings]
+                notes.append(
+                    f"policy {opt.policy}: {'stored as' if changed else 'already'} version {v.version}"
+                )
+        loop = prepare_slurm(opt, store, notes, wall=wall)
+    except BaseException:
+        store.close()
+        raise
+    return Prepared(store, LiveService(store, loop), ClockRef(wall), notes, {}, store.url, "slurm")
 
 
 def _read(path: Path) -> str:

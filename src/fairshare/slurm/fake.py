@@ -375,6 +375,9 @@ class FakeSlurm:
                 rec.job.gpus,
                 rec.job.cpus,
                 None,
+                rec.job.submit_time,
+                rec.job.time_limit_s,
+                rec.job.comment,
             )
         )
 

@@ -126,6 +126,11 @@ class SlurmRun:
     gpus: int
     cpus: int
     memory_mb: int | None  # allocated memory, None when Slurm does not allocate memory
+    # what a run's job asked for, so a job seen only in accounting (it started and ended while
+    # fairshare was not looking) can still be charged to the right class
+    submit: int | None = None
+    time_limit_s: int | None = None
+    comment: str = ""
 
 
 @dataclass(frozen=True, slots=True)

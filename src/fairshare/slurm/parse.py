@@ -321,6 +321,10 @@ def _run(j: dict[str, Any]) -> SlurmRun | None:
         key = f"{kind}/{name}" if name else str(kind)
         alloc[key] = alloc.get(key, 0.0) + float(count)
     assoc = j.get("association") or {}
+    comment = j.get("comment")
+    if isinstance(comment, dict):  # 22.05: {"job": ..., "administrator": ..., "system": ...}
+        comment = comment.get("job")
+    limit = _int(t.get("limit"), NO_VAL32)
     return SlurmRun(
         job_id=_int(j["job_id"]),
         account=str(j.get("account") or assoc.get("account") or ""),
@@ -334,6 +338,9 @@ def _run(j: dict[str, Any]) -> SlurmRun | None:
         gpus=gpus_of_tres(alloc),
         cpus=round(alloc.get("cpu", 0)),
         memory_mb=round(alloc["mem"]) if "mem" in alloc else None,
+        submit=_opt_time(t.get("submission")),
+        time_limit_s=None if limit in (NO_VAL32, INFINITE32) else limit * 60,
+        comment=str(comment or ""),
     )
 
 

@@ -1,0 +1,149 @@
+"""The loop on SlurmCluster over FakeSlurm: the cycle (submissions, starts with Slurm's allocation,
+finishes, usage), priorities that Slurm follows, requeues only past protection and only when they
+let the chosen job start, placement differences, unmapped accounts, dry run."""
+
+from __future__ import annotations
+
+import pytest
+
+from fairshare.service import journal
+
+from .slurm_helpers import rig
+
+SQLITE = "sqlite:///{}"
+PROTECT = "fairshare:protect=5m"
+
+
+@pytest.fixture
+def db(tmp_path: object) -> str:
+    return SQLITE.format(f"{tmp_path}/fs.db")
+
+
+def test_submissions_starts_and_finishes_become_engine_events_with_usage(db: str) -> None:
+    with rig(db) as r:
+        a = r.fake.submit("product", 8, comment=PROTECT)
+        b = r.fake.submit("research", 8, comment=PROTECT)
+        r.tick(schedule=False)
+        e = r.loop.engine
+        assert e is not None and set(e.pending.jobs) == {str(a), str(b)}
+        # the order reached Slurm as priorities in the band
+        prios = {j.job_id: j.priority for j in r.fake.read_jobs()}
+        assert all(p >= 1_000_000 for p in prios.values())
+        order = [int(j) for j in r.loop.order]
+        assert sorted(prios, key=lambda j: -prios[j]) == order
+        r.tick()  # Slurm starts both
+        assert set(e.running) == {str(a), str(b)}
+        start = r.fake.read_runs(0, r.clock.t)[0].start
+        assert e.running[str(a)].t0 == start + 0 or e.running[str(a)].t0 >= start
+        r.clock.advance(100)
+        r.fake.finish(a)
+        r.tick()
+        assert str(a) not in e.running and e.info[str(a)].state == "done"
+        runs = [iv for iv in r.usage() if iv.job == str(a)]
+        assert len(runs) == 1 and runs[0].t_to == r.clock.t - 15 and runs[0].charge_rate == 8.0
+        # the same reads again change nothing
+        with r.store.read() as tx:
+            before = len(list(journal.events(tx)))
+        r.tick()
+        r.tick()
+        with r.store.read() as tx:
+            kinds = [ev.kind for ev in journal.events(tx)][before:]
+        assert "started" not in kinds and "finished" not in kinds and "submit" not in kinds
+
+
+def test_a_run_that_started_and_ended_between_two_looks_is_charged(db: str) -> None:
+    with rig(db) as r:
+        r.tick()
+        j = r.fake.submit("platform", 4)
+        r.clock.advance(5)
+        r.fake.start(j)
+        r.clock.advance(40)
+        r.fake.finish(j)
+        r.tick(schedule=False)
+        runs = [iv for iv in r.usage() if iv.job == str(j)]
+        assert len(runs) == 1 and runs[0].t_to is not None
+        assert runs[0].t_to - runs[0].t_from == pytest.approx(40)
+
+
+def test_unknown_accounts_are_reported_not_charged(db: str) -> None:
+    with rig(db) as r:
+        j = r.fake.submit("root", 2)
+        r.tick()
+        e = r.loop.engine
+        assert e is not None and str(j) not in e.info
+        notes = r.records("slurm_unmapped")
+        assert len(notes) == 1 and "maps to no leaf" in notes[0].evidence["reason"]
+        r.tick()
+        assert len(r.records("slurm_unmapped")) == 1
+        assert all(iv.job != str(j) for iv in r.usage())
+
+
+def test_held_jobs_wait_outside_the_engine_until_released(db: str) -> None:
+    with rig(db) as r:
+        j = r.fake.submit("product", 8, hold=True)
+        r.tick()
+        e = r.loop.engine
+        assert e is not None and str(j) not in e.info
+        r.fake.release(j)
+        r.tick(schedule=False)
+        assert str(j) in e.pending.jobs
+
+
+def test_a_requeue_waits_for_protection_and_lets_the_chosen_job_start(db: str) -> None:
+    with rig(db) as r:
+        research = [r.fake.submit("research", 8, comment=PROTECT) for _ in range(4)]
+        r.tick(schedule=False)
+        r.tick()  # research fills the 32 GPUs
+        e = r.loop.engine
+        assert e is not None and len(e.running) == 4
+        r.clock.advance(30)
+        waiting = r.fake.submit("product", 8, comment=PROTECT)
+        for _ in range(8):  # 2 minutes: every run is still protected
+            r.tick()
+        assert not [w for w in r.fake.writes if w[0] == "requeue"]
+        assert str(waiting) in e.pending.jobs
+        for _ in range(20):  # 5 more minutes
+            r.tick()
+        requeues = [w for w in r.fake.writes if w[0] == "requeue"]
+        assert len(requeues) == 1
+        victim = requeues[0][1]
+        assert victim in research
+        # the requeue happened after the victim's protected window
+        run = next(x for x in r.fake.read_runs(0, r.clock.t) if x.job_id == victim and x.state == "REQUEUED")
+        assert run.end is not None and run.end - run.start >= 300
+        assert str(waiting) in e.running  # Slurm started the chosen job on the freed GPUs
+        kinds = r.kinds(str(victim))
+        assert "preempt" in kinds and "requeue" in kinds
+        assert e.info[str(victim)].preemptions == 1
+
+
+def test_dry_run_changes_nothing_in_slurm_and_audits_what_it_would_do(db: str) -> None:
+    with rig(db, dry_run=True) as r:
+        for _ in range(4):
+            r.fake.submit("research", 8, comment=PROTECT)
+        r.tick(schedule=False)
+        for j in list(r.fake.jobs):
+            r.fake.start(j)
+        r.tick()
+        r.clock.advance(30)
+        r.fake.submit("product", 8, comment=PROTECT)
+        for _ in range(30):
+            r.tick()
+        assert r.fake.writes == []  # no scontrol update, no requeue
+        pr = r.records("priorities")
+        assert pr and all(x.evidence["dry_run"] for x in pr)
+        rq = r.records("requeue")
+        assert rq and all(x.evidence["dry_run"] for x in rq)
+        e = r.loop.engine
+        assert e is not None and len(e.running) == 4
+
+
+def test_a_placement_other_than_the_cores_is_recorded(db: str) -> None:
+    with rig(db) as r:
+        j = r.fake.submit("product", 8)
+        r.tick(schedule=False)  # the core chose n1
+        r.clock.advance(5)
+        r.fake.start(j, ["n3"])
+        r.tick(schedule=False)
+        diff = r.records("placement_differs")
+        assert len(diff) == 1 and diff[0].evidence["slurm"] == ["n3"] and diff[0].evidence["core"] == ["n1"]
