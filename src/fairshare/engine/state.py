@@ -12,8 +12,7 @@ A driver's cycle at one instant t (the simulator does exactly this; a service do
 
     engine.begin(t)            clock to t; the engine's timers due by t fire
     engine.submit(...) / started / finished / preempted / drain / undrain / hung / poke
-    engine.settle()            judge the runs whose protected window ended at t
-    if engine.pass_due():
+    if engine.settle():        judge the runs whose protected window ended at t; a pass is due
         actions = engine.apply(decide(engine.snapshot(), engine.strategy))
         carry out actions.preempts, then actions.starts, reporting each back (preempted, started)
     next instant: min(the driver's own next event, engine.next_time())
@@ -171,7 +170,11 @@ class EngineState:
         """Start the instant t: integrate up to it and fire the timers due by then."""
         if self.journal is not None:
             self.journal.append(Event("begin", (t,)))
-        self._advance(t)
+        if self.dirty or not self.computed:  # _advance(t), inlined: begin runs every instant
+            self._flush()
+            self._recompute()
+            self.dirty = False
+        self.t = max(self.t, t)
         self.need_pass = False
         while self.timers and self.timers[0][0] <= t:
             _, _, kind, payload = heapq.heappop(self.timers)
@@ -406,8 +409,9 @@ class EngineState:
         return frozenset(i for i, d in draining.items() if self.t >= d - TIME_EPS)
 
     # ------------------------------------------------------------------ protection ends
-    def settle(self) -> None:
-        """The instant's events are in: judge the runs whose protected window ended now.
+    def settle(self) -> bool:
+        """The instant's events are in: judge the runs whose protected window ended now. Returns
+        whether a pass is due (pass_due()).
 
         A run that could not be a victim with the rates as they are now (scheduler.may_be_victim)
         gets no pass: rates only change at events, and every event gets a pass of its own, so the
@@ -415,7 +419,9 @@ class EngineState:
         if self.journal is not None:
             self.journal.append(Event("settle"))
         if not self.protect_ended:
-            return
+            return self.need_pass and bool(
+                len(self.pending) or self.hung_since or (self.fleet.draining and self.drain_due())
+            )  # pass_due(), inlined: settle runs every instant
         ended, self.protect_ended = self.protect_ended, []
         owed, used = self.rates_now()
         q = self.deadline_q
@@ -427,6 +433,7 @@ class EngineState:
                 if may_be_victim(self.strategy, ancestors, used, owed, urgent):
                     self.need_pass = True
                     self.victims_at[view.job.leaf] = self.t
+        return self.pass_due()
 
     # ------------------------------------------------------------------ passes
     def pass_due(self) -> bool:

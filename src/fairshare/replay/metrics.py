@@ -72,6 +72,9 @@ class MetricsFeed:
 
     def __init__(self, recorder: MetricsRecorder) -> None:
         self.recorder = recorder
+        # per GPU type: the last (demand, capacity, shares) water-filled and the owed rates it gave
+        # (a start or a preemption moves charge between pending and running: demand is unchanged)
+        self._type_memo: dict[int, tuple[list[float], float, Sequence[float], list[float]]] = {}
         self.static_vec = np.asarray(recorder.tree.static_frac)
         # integrating a span goes straight to the recorder, with the rates set below
         self.interval: Callable[[float, float], None] = recorder.interval
@@ -95,9 +98,7 @@ class MetricsFeed:
             np.matmul(d.leaf_used_t, d.up, out=rates[3 : 3 + k])
             demand_t = (d.leaf_pending_t + d.leaf_used_t) @ d.up
             for ty in range(k):
-                rates[3 + k + ty] = water_fill(
-                    engine.tree, fleet.cap_t[ty], demand_t[ty].tolist(), engine.shares
-                )
+                rates[3 + k + ty] = self._owed_of_type(engine, ty, demand_t[ty].tolist())
         self.recorder.current = IntervalState(
             rates,
             cap,
@@ -106,6 +107,16 @@ class MetricsFeed:
             engine.demand.fragmented_gpus(),
             np.array([fleet.alloc_t, fleet.idle_t], dtype=np.float64),
         )
+
+    def _owed_of_type(self, engine: EngineState, ty: int, demand: list[float]) -> list[float]:
+        """Type `ty`'s capacity water-filled over the groups' demand for it (memoised)."""
+        cap, shares = engine.fleet.cap_t[ty], engine.shares
+        memo = self._type_memo.get(ty)
+        if memo is not None and memo[0] == demand and memo[1] == cap and memo[2] == shares:
+            return memo[3]
+        owed = water_fill(engine.tree, cap, demand, shares)
+        self._type_memo[ty] = (demand, cap, shares, owed)
+        return owed
 
 
 @dataclass

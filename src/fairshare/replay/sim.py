@@ -19,7 +19,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import orjson
 
@@ -51,39 +51,34 @@ class Rank(IntEnum):
     LATER = 3  # hangs and wake-ups
 
 
-@dataclass(frozen=True, slots=True)
-class Finish:
+class Finish(NamedTuple):
     job: str
     run: int  # the run it ends; stale once that run stopped
 
 
-@dataclass(frozen=True, slots=True)
-class Drain:
+class Drain(NamedTuple):
     nodes: tuple[int, ...]
     deadline: float
 
 
-@dataclass(frozen=True, slots=True)
-class Undrain:
+class Undrain(NamedTuple):
     nodes: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Submit:
+class Submit(NamedTuple):
     job: Job
 
 
-@dataclass(frozen=True, slots=True)
-class Stall:
+class Stall(NamedTuple):
     job: str
     run: int
 
 
-@dataclass(frozen=True, slots=True)
-class Wake:
+class Wake(NamedTuple):
     """Ask for a pass at this instant (a hang's max_stall, as planned when the run started)."""
 
 
+# the simulator's events are named tuples: a replay makes one per submit, finish and hang
 SimEvent = Finish | Drain | Undrain | Submit | Stall | Wake
 
 
@@ -168,14 +163,6 @@ class Simulator:
         """One line of events.jsonl: compact JSON, floats in their shortest round-trip form."""
         self.events.append(orjson.dumps(obj, option=_ORJSON_OPTS).decode())
 
-    def _next_time(self) -> float | None:
-        own = self.heap[0][0] if self.heap else None
-        timers = self.engine.timers  # engine.next_time(), inlined on the replay's hot path
-        timer = timers[0][0] if timers else None
-        if own is None or (timer is not None and timer < own):
-            return timer
-        return own
-
     @overload
     def run(self) -> ReplayOutput: ...
     @overload
@@ -183,34 +170,32 @@ class Simulator:
 
     def run(self, until: float | None = None) -> ReplayOutput | None:
         horizon = self.cluster.horizon
+        engine, heap, timers = self.engine, self.heap, self.engine.timers
         while self.end is None:
-            t = self._next_time()
+            # the next instant: the simulator's next event or the engine's next timer
+            t = heap[0][0] if heap else None
+            if timers and (t is None or timers[0][0] < t):
+                t = timers[0][0]
             if t is None or (horizon is not None and t > horizon):
                 break
             if until is not None and t > until:
                 return None
-            self._instant(t)
+            # one instant (loop body kept inline: it runs once per instant of the replay)
+            engine.begin(t)
+            if heap and heap[0][0] == t:
+                while heap and heap[0][0] == t:
+                    self._handle(heapq.heappop(heap)[3])
+                engine.poke()  # every event of the simulator's gets a pass, even a stale one
+            if engine.settle():
+                self._pass()
+            if self.arrived:
+                self._forecast()
+            if self.progress is not None and self.finished - self.reported >= 1000:
+                self.progress(self.finished - self.reported)
+                self.reported = self.finished
             if self.finished == len(self.jobs):
                 self.end = t
         return self._close()
-
-    def _instant(self, t: float) -> None:
-        engine = self.engine
-        engine.begin(t)
-        own = False
-        while self.heap and self.heap[0][0] == t:
-            self._handle(heapq.heappop(self.heap)[3])
-            own = True
-        if own:
-            engine.poke()  # every event of the simulator's gets a pass, even a stale one
-        engine.settle()
-        if engine.pass_due():
-            self._pass()
-        if self.arrived:
-            self._forecast()
-        if self.progress is not None and self.finished - self.reported >= 1000:
-            self.progress(self.finished - self.reported)
-            self.reported = self.finished
 
     def _handle(self, ev: SimEvent) -> None:
         engine, t = self.engine, self.engine.t
