@@ -84,7 +84,7 @@ class NoVictims:
     def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return None
 
-    def admits(self, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
         return False
 
     def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
@@ -105,7 +105,7 @@ class AnyPastProtection(NoVictims):
     def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return math.inf
 
-    def admits(self, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
         return True
 
     def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
@@ -126,14 +126,48 @@ class LowerLabel(AnyPastProtection):
     def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
         return any(t > failed for t in p.s.victims_at)
 
-    def admits(self, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
         return run.job.label_rank > job.label_rank
+
+
+class FastLane(AnyPastProtection):
+    """fairshare's fast lane (knobs.fast_classes): a job of a fast class that finds no room and no
+    fair-share victim may take a run of its own group (leaf), of a class that is not fast, no
+    larger than itself (`fair_share`; evidence fast_lane_preemption). Its group's share is
+    unchanged: it only changes which of the group's jobs run."""
+
+    name = "fast_lane"
+    filters_runs = True
+    reason: PreemptReason = "fair_share"
+    budgeted = True
+
+    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
+        return any(t > failed for t in p.s.victims_at)
+
+    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
+        return math.inf if leaf == job.leaf else None
+
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
+        return run.job.gpus <= job.gpus and run.job.cls not in p.s.knobs.fast_classes
+
+    def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+        return {"fast_lane_preemption": True}
+
+
+def flip_guarded(p: Pass, mine: int, theirs: int) -> bool:
+    """The flip guard (knobs.flip_guard G > 0): side `mine` may not take from side `theirs` when
+    `theirs` took a run of `mine` by fair-share preemption less than G ago; reversing it would be a
+    flip-flop (docs/formats.md)."""
+    s = p.s
+    t = s.took_from.get((theirs, mine))
+    return t is not None and s.now - t < s.knobs.flip_guard
 
 
 class OverServed(NoVictims):
     """fairshare: a job may take a run of another group whose side, at the children of the two
     leaves' lowest common ancestor, is over-served, has the lower priority, and stays at least
-    as well served as the taker's side after the exchange (fairness.may_take_from)."""
+    as well served as the taker's side after the exchange (fairness.may_take_from), unless the
+    flip guard holds (the victim's side took from the taker's side within knobs.flip_guard)."""
 
     name = "over_served"
     preempts = True
@@ -166,6 +200,8 @@ class OverServed(NoVictims):
         taker would be after taking a victim of zero charge (the real charge only makes it harder)."""
         mine, theirs = p.s.tree.sides(job.leaf, leaf)
         used, owed = p.used, p.s.owed
+        if p.s.took_from and flip_guarded(p, mine, theirs):
+            return False
         return (
             over_served(theirs, used, owed)
             and p.prio(theirs) < p.prio(mine)
@@ -184,6 +220,8 @@ class OverServed(NoVictims):
         used, owed = p.used, p.s.owed
         if not used[theirs] > owed[theirs] + EPS or not p.prio(theirs) < p.prio(mine):
             return None
+        if p.s.took_from and flip_guarded(p, mine, theirs):
+            return None
         taker_after = service_ratio(used[mine] + job.charge, owed[mine])
         if not service_ratio(used[theirs], owed[theirs]) >= taker_after:
             return None
@@ -191,7 +229,7 @@ class OverServed(NoVictims):
             return used[theirs] - taker_after * owed[theirs] + EPS
         return math.inf
 
-    def admits(self, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
         return True
 
     def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
@@ -221,6 +259,7 @@ class OverServed(NoVictims):
 
 NO_VICTIMS = NoVictims()
 DEADLINE = AnyPastProtection()
+FAST_LANE = FastLane()
 RULES: dict[str, NoVictims] = {r.name: r for r in (NO_VICTIMS, OverServed(), LowerLabel())}
 
 
@@ -233,10 +272,14 @@ def num(x: float) -> float | str:
 
 # ---------------------------------------------------------------------- the search
 def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
-    """Runs the rule allows `job` to preempt now (unordered: see `cheapest`)."""
+    """Runs the rule allows `job` to preempt now (unordered: see `cheapest`). Under every rule, a
+    job preempted knobs.preempt_budget times already (any reason) is no candidate: it runs to its
+    end (LSF's MAX_JOB_PREEMPT)."""
     s = p.s
     out: list[RunView] = []
-    back = s.states[job.id].preempted_by  # never preempt back the job that preempted this one
+    states = s.states
+    back = states[job.id].preempted_by  # never preempt back the job that preempted this one
+    budget = s.knobs.preempt_budget
     allowed = set(job.gpu_types) if job.gpu_types is not None else None
     now, gone, nodes, filters = s.now, p.gone, s.index.nodes, rule.filters_runs
     for leaf, runs in s.running_by_leaf.items():
@@ -251,7 +294,9 @@ def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
                 continue  # holds no GPU (CPU-only: freeing it helps nobody), or protected
             if rj.id in gone or rj.id == back:
                 continue
-            if filters and not rule.admits(job, r):
+            if budget and states[rj.id].preemptions >= budget:
+                continue  # its preemption budget is spent
+            if filters and not rule.admits(p, job, r):
                 continue
             if allowed is not None and nodes[r.alloc[0][0]].gpu_type not in allowed:
                 continue

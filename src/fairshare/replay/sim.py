@@ -131,7 +131,7 @@ class Simulator:
         self.progress = progress
         self.setup = EngineSetup(
             tree=tree,
-            knobs=policy.scheduling.knobs(),
+            knobs=policy.knobs(),
             gpu_rates=dict(policy.gpu_rates),
             nodes=cluster.nodes,
             window=policy.window,
