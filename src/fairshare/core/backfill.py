@@ -230,11 +230,13 @@ def backfill(p: Pass) -> None:
         g, k = shape.per_node, shape.nodes
         if k == 1:
             best: tuple[float, int, int] | None = None  # (start, free now, node)
+            limit = latest  # no later start than the best so far can win
             for ty in types:
                 for i in by_type.get(ty, ()):
-                    t = space.earliest(i, g, d, latest)
+                    t = space.earliest(i, g, d, limit)
                     if t is not None and (best is None or (t, space.free_now(i), i) < best):
                         best = (t, space.free_now(i), i)
+                        limit = t
                         if t <= now and best[1] == g:
                             break  # a perfect fit now: nothing is better
                 else:
