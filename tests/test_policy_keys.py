@@ -205,3 +205,27 @@ def test_defaults_resolve_against_the_policy() -> None:
 def test_bad_keys_are_input_errors(scheduling: dict[str, Any], message: str) -> None:
     with pytest.raises(InputError, match=message):
         make_inputs(tiny_policy(scheduling=scheduling), tiny_cluster(), [])
+
+
+@pytest.mark.parametrize(
+    ("guard", "preempts"),
+    [
+        ("7d", [(3 * H, "B1", "deadline", "D")]),
+        ("0s", [(3 * H, "A1", "deadline", "D"), (3 * H + 10, "B1", "fair_share", "A1")]),
+    ],
+)
+def test_a_deadline_job_takes_its_own_teams_run_first_under_the_flip_guard(
+    guard: str, preempts: list[tuple[float, str, str, str]]
+) -> None:
+    # a and b each run 4 of the node's 8 GPUs since t=0 (the same lost work: ties go to A1); b's
+    # deadline job D is urgent at 3 h. With the guard on it takes its own team's run: no share
+    # moves between teams. With the guard off it takes A1, and A1 takes B1 back 10 s later (the
+    # requeue pass): a flip-flop.
+    jobs = [
+        job("A1", 0, "a", "train", 4, 10 * H),
+        job("B1", 0, "b", "train", 4, 10 * H),
+        job("D", 3 * H, "b", "eval", 4, H, deadline=4 * H + 300),
+    ]
+    pol = tiny_policy(scheduling={"flip_guard": guard})
+    pre = [e for e in events_of(replay(pol, tiny_cluster(nodes=1), jobs)) if e["type"] == "preempt"]
+    assert [(e["t"], e["job"], e["reason"], e["by"]) for e in pre] == preempts

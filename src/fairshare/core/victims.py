@@ -70,6 +70,7 @@ class NoVictims:
     """Never preempts for ordering (fifo, slurm-multifactor; fairshare with preemption: none)."""
 
     name = "none"
+    tiers = False  # whether `tier` ranks candidates before their lost work
     filters_runs = False  # whether `admits` can refuse a run (else it is not asked)
     preempts = False
     reason: PreemptReason = "fair_share"  # never used
@@ -93,14 +94,29 @@ class NoVictims:
     def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
         return {}
 
+    def tier(self, p: Pass, job: JobRequest, run: RunView) -> int:
+        return 0
+
 
 class AnyPastProtection(NoVictims):
-    """An urgent deadline job may take any run past its protected window (`deadline`)."""
+    """An urgent deadline job may take any run past its protected window (`deadline`). With the
+    flip guard on (knobs.flip_guard > 0) it takes its own team's runs first, then other teams'
+    whose team did not take a run of its team by fair-share preemption within the guard, then the
+    rest (least lost work first within each tier): a deadline met from the job's own team moves no
+    share between teams, so it sets off no fair-share reversal (a flip-flop, docs/formats.md)."""
 
     name = "any"
     preempts = True
     reason: PreemptReason = "deadline"
     budgeted = False
+    tiers = True
+
+    def tier(self, p: Pass, job: JobRequest, run: RunView) -> int:
+        anc = p.s.tree.leaf_ancestors
+        a, b = anc[job.leaf][-1], anc[run.job.leaf][-1]  # the two teams
+        if a == b:
+            return 0
+        return 2 if p.s.took_from and flip_guarded(p, a, b) else 1
 
     def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return math.inf
@@ -304,14 +320,24 @@ def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
     return out
 
 
-def cheapest(p: Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
-    """The candidates a search considers: least lost work first, at most max_victim_candidates."""
+TIER_COST = 1e15  # GPU-seconds: a rule's tier outweighs any lost work (rule.tier)
+
+
+def cheapest(
+    p: Pass, runs: list[RunView], job: JobRequest | None = None, rule: NoVictims | None = None
+) -> list[tuple[float, str, RunView]]:
+    """The candidates a search considers: least cost first, at most max_victim_candidates. The
+    cost is the lost work, plus TIER_COST per tier under a rule that ranks its candidates."""
     cache, now, out = p.lost, p.s.now, []
+    tiered = job is not None and rule is not None and rule.tiers and p.s.knobs.flip_guard > 0
     for r in runs:
         rid = r.job.id
         lost = cache.get(rid)
         if lost is None:
             lost = cache[rid] = lost_gpu_s(r.job, r.t0, now, r.overhead, r.hung_since)
+        if tiered:
+            assert job is not None and rule is not None
+            lost += TIER_COST * rule.tier(p, job, r)
         out.append((lost, rid, r))
     out.sort()  # by lost work, then job id (unique: the run itself is never compared)
     return out[: p.strategy.max_victim_candidates]
@@ -353,7 +379,7 @@ def find_victims(p: Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunVie
     shape = p.shape_of(job)
     if not runs or not p.could_free(shape, job, runs):
         return None
-    cands = cheapest(p, runs)
+    cands = cheapest(p, runs, job, rule)
     on_node: dict[int, list[tuple[float, str, RunView]]] = {}
     for c in cands:
         for i, _ in c[2].alloc:
