@@ -129,7 +129,7 @@ class _Pass:
     def wait(self, job: JobRequest) -> float:
         return self.s.now - self.s.states[job.id].pending_since
 
-    # ------------------------------------------------------------------ phase 1
+    # ------------------------------------------------------------------ forced
     def forced(self) -> None:
         s = self.s
         if s.drain_due:
@@ -201,7 +201,7 @@ class _Pass:
         self.start(job, alloc, {**evidence, "preempted": [r.job.id for r in victims]})
         return True
 
-    # ------------------------------------------------------------------ phase 2
+    # ------------------------------------------------------------------ deadlines
     def deadlines(self) -> None:
         s = self.s
         if not s.deadline_queue:
@@ -223,7 +223,7 @@ class _Pass:
             else:
                 self.try_preempting(job, DEADLINE, ev)
 
-    # ------------------------------------------------------------------ reservation (in phase 3)
+    # ------------------------------------------------------------------ reservations (ordered)
     def may_reserve(self, job: JobRequest) -> bool:
         cap = self.sched.max_reservations
         return (
