@@ -62,6 +62,9 @@ class NodeSpace:
         self.times: dict[int, list[float]] = {i: [now] for i in free_now}
         self.free: dict[int, list[int]] = {i: [f] for i, f in free_now.items()}
         self._pending: dict[int, list[tuple[float, int]]] = {}
+        # per node, per GPU count g: the first segment with at least g free (a memo, dropped when
+        # the node's profile changes)
+        self._first: dict[int, dict[int, int]] = {}
 
     def release(self, i: int, t: float, g: int) -> None:
         """g GPUs of node i come free at t (collected, then folded in by `seal`)."""
@@ -105,12 +108,21 @@ class NodeSpace:
         free = self.free[i]
         for k in range(a, b):
             free[k] -= g
+        self._first.pop(i, None)
 
     def earliest(self, i: int, g: int, d: float, latest: float) -> float | None:
         """The earliest start T <= latest at which node i has g GPUs free over [T, T + d)."""
         times, free = self.times[i], self.free[i]
         n = len(times)
-        k = 0
+        memo = self._first.get(i)
+        if memo is None:
+            memo = self._first[i] = {}
+        k = memo.get(g, -1)
+        if k < 0:  # no start can come before the first segment with g free
+            k = 0
+            while k < n and free[k] < g:
+                k += 1
+            memo[g] = k
         while k < n:
             t0 = times[k]
             if t0 > latest:
