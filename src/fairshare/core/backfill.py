@@ -110,34 +110,47 @@ class NodeSpace:
             free[k] -= g
         self._first.pop(i, None)
 
-    def earliest(self, i: int, g: int, d: float, latest: float) -> float | None:
-        """The earliest start T <= latest at which node i has g GPUs free over [T, T + d)."""
-        times, free = self.times[i], self.free[i]
-        n = len(times)
-        memo = self._first.get(i)
-        if memo is None:
-            memo = self._first[i] = {}
-        k = memo.get(g, -1)
-        if k < 0:  # no start can come before the first segment with g free
-            k = 0
-            while k < n and free[k] < g:
-                k += 1
-            memo[g] = k
-        while k < n:
-            t0 = times[k]
-            if t0 > latest:
-                return None
-            if free[k] < g:
-                k += 1
-                continue
-            j = k + 1
-            end = t0 + d
-            while j < n and times[j] < end and free[j] >= g:
-                j += 1
-            if j >= n or times[j] >= end:
-                return t0
-            k = j + 1  # segment j is too full: no start at or before it fits
-        return None
+    def best_single(
+        self, nodes: Iterable[int], g: int, d: float, latest: float, now: float
+    ) -> tuple[float, int, int] | None:
+        """(start, GPUs free now, node): of `nodes` in order, the one where g GPUs are free for d
+        seconds soonest (by latest at the latest), then the fewest free now, then the first; a
+        node with exactly g free now ends the search."""
+        best: tuple[float, int, int] | None = None
+        limit = latest  # a later start than the best so far cannot win
+        first, times_of, free_of = self._first, self.times, self.free
+        for i in nodes:
+            times, free = times_of[i], free_of[i]
+            n = len(times)
+            memo = first.get(i)
+            if memo is None:
+                memo = first[i] = {}
+            k = memo.get(g, -1)
+            if k < 0:  # no start can come before the first segment with g free
+                k = 0
+                while k < n and free[k] < g:
+                    k += 1
+                memo[g] = k
+            while k < n:
+                t0 = times[k]
+                if t0 > limit:
+                    break
+                if free[k] < g:
+                    k += 1
+                    continue
+                j = k + 1
+                end = t0 + d
+                while j < n and times[j] < end and free[j] >= g:
+                    j += 1
+                if j >= n or times[j] >= end:
+                    cand = (t0, free[0], i)
+                    if best is None or cand < best:
+                        best, limit = cand, t0
+                    break
+                k = j + 1  # segment j is too full: no start at or before it fits
+            if best is not None and best[0] <= now and best[1] == g:
+                break  # a perfect fit now: nothing is better
+        return best
 
     def fits_at(self, i: int, g: int, t: float, d: float) -> bool:
         times, free = self.times[i], self.free[i]
@@ -241,19 +254,12 @@ def backfill(p: Pass) -> None:
         types = shape.types if shape.types is not None else range(len(index.types))
         g, k = shape.per_node, shape.nodes
         if k == 1:
-            best: tuple[float, int, int] | None = None  # (start, free now, node)
-            limit = latest  # no later start than the best so far can win
-            for ty in types:
-                for i in by_type.get(ty, ()):
-                    t = space.earliest(i, g, d, limit)
-                    if t is not None and (best is None or (t, space.free_now(i), i) < best):
-                        best = (t, space.free_now(i), i)
-                        limit = t
-                        if t <= now and best[1] == g:
-                            break  # a perfect fit now: nothing is better
-                else:
-                    continue
-                break
+            nodes = (
+                by_type.get(types[0], [])
+                if len(types) == 1
+                else [i for ty in types for i in by_type.get(ty, ())]
+            )
+            best = space.best_single(nodes, g, d, latest, now)
             if best is None:
                 continue
             t, chosen = best[0], [best[2]]
