@@ -224,14 +224,6 @@ class _Pass:
                 self.try_preempting(job, DEADLINE, ev)
 
     # ------------------------------------------------------------------ reservations (ordered)
-    def may_reserve(self, job: JobRequest) -> bool:
-        cap = self.sched.max_reservations
-        return (
-            self.strategy.gang_reservation
-            and (cap == 0 or self.n_reserved < cap)
-            and self.wait(job) >= self.sched.gang_reserve_after - EPS
-        )
-
     def reserve(self, job: JobRequest, shape: Shape, ev: dict[str, Any]) -> None:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
         held = self._hold_nodes(job, shape)
@@ -305,6 +297,7 @@ class _Pass:
         s = self.s
         rule = self.strategy.victims
         borrowing = rule.preempts
+        reserving, cap = self.strategy.gang_reservation, self.sched.max_reservations
         if not borrowing and self.view.total_avail() <= 0:
             return  # nothing can start and nothing may be preempted (explain: the rest is ordered later)
         order = self.strategy.order(s, self.handled, self.prio)
@@ -346,7 +339,11 @@ class _Pass:
             tried = self.tried == jid
             ev = dict(ev)
             why = self.hold_reason(job, shape, tried)
-            if self.may_reserve(job):
+            if (
+                reserving
+                and (cap == 0 or self.n_reserved < cap)
+                and self.wait(job) >= self.sched.gang_reserve_after - EPS
+            ):
                 self.reserve(job, shape, ev)
             self.holds.append(Hold(jid, why, ev))
             if not dominated:

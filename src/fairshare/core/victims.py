@@ -116,7 +116,7 @@ class AnyPastProtection(NoVictims):
         a, b = anc[job.leaf][-1], anc[run.job.leaf][-1]  # the two teams
         if a == b:
             return 0
-        return 2 if p.s.took_from and flip_guarded(p, a, b) else 1
+        return 2 if p.s.took_from and flip_guarded(p, a, b) else 1  # tiers only with the guard on
 
     def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return math.inf
@@ -216,7 +216,7 @@ class OverServed(NoVictims):
         taker would be after taking a victim of zero charge (the real charge only makes it harder)."""
         mine, theirs = p.s.tree.sides(job.leaf, leaf)
         used, owed = p.used, p.s.owed
-        if p.s.took_from and flip_guarded(p, mine, theirs):
+        if p.s.took_from and p.s.knobs.flip_guard > 0 and flip_guarded(p, mine, theirs):
             return False
         return (
             over_served(theirs, used, owed)
@@ -236,7 +236,7 @@ class OverServed(NoVictims):
         used, owed = p.used, p.s.owed
         if not used[theirs] > owed[theirs] + EPS or not p.prio(theirs) < p.prio(mine):
             return None
-        if p.s.took_from and flip_guarded(p, mine, theirs):
+        if p.s.took_from and p.s.knobs.flip_guard > 0 and flip_guarded(p, mine, theirs):
             return None
         taker_after = service_ratio(used[mine] + job.charge, owed[mine])
         if not service_ratio(used[theirs], owed[theirs]) >= taker_after:

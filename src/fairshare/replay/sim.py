@@ -279,7 +279,7 @@ class Simulator:
         if plan.stall_at is not None:
             self.push(plan.stall_at, Rank.LATER, Stall(s.job, tr.run))
             self.push(plan.stall_at + job.request.max_stall, Rank.LATER, Wake())
-        self.metrics.job_started(s.job, t, sum(g for _, g in s.alloc), plan.overhead)
+        self.metrics.job_started(s.job, t, job.request.gpus, plan.overhead)
         nodes = self.cluster.nodes
         self.emit(
             {
