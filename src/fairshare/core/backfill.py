@@ -23,6 +23,7 @@ A gang's nodes are of one GPU type. Standard library only, like the rest of the 
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -152,24 +153,34 @@ class NodeSpace:
                 break  # a perfect fit now: nothing is better
         return best
 
-    def fits_at(self, i: int, g: int, t: float, d: float) -> bool:
-        times, free = self.times[i], self.free[i]
-        k = bisect.bisect_right(times, t) - 1
-        end = t + d
-        n = len(times)
-        while k < n and times[k] < end:
-            if free[k] < g:
-                return False
-            k += 1
-        return True
-
     def earliest_gang(
         self, nodes: Sequence[int], k: int, g: int, d: float, latest: float
     ) -> tuple[float, list[int]] | None:
-        """The earliest T <= latest at which k of `nodes` each have g GPUs free over [T, T + d)."""
-        cands = sorted({t for i in nodes for t in self.times[i] if t <= latest})
-        for t in cands:
-            ok = [i for i in nodes if self.fits_at(i, g, t, d)]
+        """The earliest T <= latest at which k of `nodes` each have g GPUs free over [T, T + d),
+        and every node of `nodes` that has them then.
+
+        A node has them over [T, T + d) when T lies in one of its windows [a, b) (a maximal run of
+        segments with at least g free) with T + d <= b; so the earliest such T is a window's start."""
+        windows: dict[int, list[tuple[float, float]]] = {}
+        starts: set[float] = set()
+        for i in nodes:
+            times, free = self.times[i], self.free[i]
+            n, j = len(times), 0
+            mine: list[tuple[float, float]] = []
+            while j < n:
+                if free[j] < g:
+                    j += 1
+                    continue
+                a = times[j]
+                while j < n and free[j] >= g:
+                    j += 1
+                b = times[j] if j < n else math.inf
+                if a <= latest and a + d <= b:
+                    mine.append((a, b))
+                    starts.add(a)
+            windows[i] = mine
+        for t in sorted(starts):
+            ok = [i for i in nodes if any(a <= t and t + d <= b for a, b in windows[i])]
             if len(ok) >= k:
                 return t, ok
         return None
