@@ -125,6 +125,7 @@ class EngineState:
         self.fast_q: list[tuple[int, str]] = []  # pending jobs of the fast classes, by (seq, job)
         self.fast = frozenset(self.knobs.fast_classes) if "fast_lane" in strategy.phases else _NONE_S
         self.backfills = "slurm" in strategy.phases  # slurm-multifactor's backfill cadence
+        self.keyed = strategy.leaf_order and self.knobs.leaf_order != "submit"  # leaf sort keys
         self.last_backfill = -math.inf
         self.backfill_wake = -math.inf  # the backfill timer set last
         self.dirty = True  # the state changed since the rates were last computed
@@ -268,18 +269,15 @@ class EngineState:
         self.need_pass = True
 
     def _sort_key(self, job: JobRequest) -> Any:
-        """A job's place in its leaf's queues (knobs.leaf_order, fairshare only): None for submit
-        order; (GPU-seconds run so far, seq) for las; (estimate left, seq) for shortest."""
-        order = self.knobs.leaf_order
-        if order == "submit" or not self.strategy.leaf_order:
-            return None
+        """A job's place in its leaf's queues when keyed (knobs.leaf_order, fairshare only): (GPU-
+        seconds run so far, seq) for las; (estimate left, seq) for shortest."""
         st = self.states[job.id]
-        if order == "las":
+        if self.knobs.leaf_order == "las":
             return (st.attained, job.seq)
         return (max(0.0, job.estimate - st.kept), job.seq)
 
     def _to_pending(self, job: JobRequest) -> None:
-        self.pending.add(job, self.fleet.index, self._sort_key(job))
+        self.pending.add(job, self.fleet.index, self._sort_key(job) if self.keyed else None)
         self.demand.add_pending(job)
         if job.cls in self.fast:
             bisect.insort(self.fast_q, (job.seq, job.id))
