@@ -111,3 +111,30 @@ def test_large_training_gang_starts_within_hours_under_fairshare_but_not_fifo() 
     fifo = metrics("large-training", "fifo")["classes"]["train"]["wait_p50_s"]
     assert fs <= 3 * H
     assert fifo >= 10 * fs
+
+
+@pytest.mark.parametrize("scenario", ["normal", "small-burst"])
+def test_debug_jobs_wait_at_most_a_minute_at_p90_under_fairshare(scenario: str) -> None:
+    """Issue 10: short jobs do not wait behind their own team's backlog (the fast lane)."""
+    assert metrics(scenario, "fairshare")["classes"]["debug"]["wait_p90_s"] <= 60.0
+
+
+def test_no_job_is_preempted_more_than_its_budget_and_no_flip_flops_under_fair_share_rules() -> None:
+    """Issue 10: the preemption budget (3) holds for every reason that goes through a victim rule,
+    and the flip guard leaves no fair-share reversal between teams within the window."""
+    for scenario in ("normal", "idle-return", "small-burst"):
+        evs = [json.loads(e) for e in run(scenario, "fairshare").events]
+        group = {e["job"]: e["group"].split("/")[0] for e in evs if e["type"] == "submit"}
+        count: dict[str, int] = {}
+        took: dict[tuple[str, str], float] = {}
+        for e in evs:
+            if e["type"] != "preempt" or e["reason"] in ("drain", "no_progress"):
+                continue
+            count[e["job"]] = count.get(e["job"], 0) + 1
+            if e["reason"] == "fair_share":
+                victim, taker = group[e["job"]], group[e["by"]]
+                if victim != taker:
+                    back = took.get((victim, taker))
+                    assert back is None or e["t"] - back >= 7 * 86400.0, (scenario, e)
+                    took[(taker, victim)] = e["t"]
+        assert max(count.values(), default=0) <= 3, scenario

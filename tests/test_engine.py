@@ -153,6 +153,10 @@ def _canonical(s: Snapshot) -> dict[str, Any]:
         "deadline_queue": list(s.deadline_queue),
         "decayed": list(s.decayed_usage),
         "victims_at": list(s.victims_at),
+        "took_from": dict(s.took_from),
+        "fast_queue": list(s.fast_queue),
+        "prev_reservation": s.prev_reservation,
+        "backfill_due": s.backfill_due,
     }
 
 
@@ -166,6 +170,7 @@ def _internals(e: EngineState) -> dict[str, Any]:
         "shares": list(e.shares),
         "need_pass": e.need_pass,
         "fragmented": e.fragmented_gpus(),
+        "backfill": (e.last_backfill, e.backfill_wake),
     }
 
 
@@ -177,6 +182,7 @@ def _internals(e: EngineState) -> dict[str, Any]:
         ("normal", "fairshare", 0.6),
         ("large-training", "priority-labels", 0.5),
         ("idle-return", "slurm-multifactor", 0.7),
+        ("normal", "slurm-multifactor", 0.4),
     ],
     ids=str,
 )
@@ -268,6 +274,7 @@ def test_journal_events_round_trip_through_json() -> None:
         Event("cancelled", ("j1",)),
         Event("applied", ((("j1", "no_victims"),), ("j1", (0,)))),
         Event("applied", ((), None)),
+        Event("applied", ((), None, True)),
     ]
     again = [Event.from_json(json.loads(json.dumps(e.as_json()))) for e in events]
     assert again == events

@@ -237,8 +237,7 @@ def test_tentative_overlay_does_not_mutate_the_index() -> None:
 def test_held_gpus_are_invisible_to_others_but_visible_to_the_holder() -> None:
     index = FreeIndex(pool("h100", 3, 3))
     view = Tentative(index)
-    view.held = {0: 8, 1: 8}
-    view.holder = "gang"
+    view.hold((0, 1), 8, "gang")
     assert view.avail(0, "other") == 0 and view.avail(0, "gang") == 8
     assert view.avail(0, None) == 0  # an anonymous query is not the holder
     assert view.total_avail("other") == 8  # 24 - 16 held
@@ -247,7 +246,8 @@ def test_held_gpus_are_invisible_to_others_but_visible_to_the_holder() -> None:
     assert place(view, "other", gang(2)) is None  # only node 2 is visible to others
     assert place(view, "gang", gang(2)) == ((0, 8), (1, 8))
     # a partial hold: node 0 holds 6 of its 8 -> others see 2
-    view.held = {0: 6}
+    view.release()
+    view.hold((0,), 6, "gang")
     assert view.avail(0, "other") == 2
     assert place(view, "other", single(2)) == ((0, 2),)  # best fit: node 0 (2 left) before nodes 1, 2 (8)
     assert index.free == [8, 8, 8]  # holds never touch the index
@@ -276,8 +276,7 @@ def test_fits_with_respects_holds_and_the_pass_overlay() -> None:
     index = FreeIndex(pool("h100", 2, 2))
     view = Tentative(index)
     view.take(((0, 8),))  # started earlier in this pass
-    view.held = {1: 8}
-    view.holder = "gang"
+    view.hold((1,), 8, "gang")
     # freeing 8 on node 0 makes room for another job; node 1 stays held
     assert fits_with(view, "j", single(8), {0: 8}) == ((0, 8),)
     assert fits_with(view, "j", single(8), {}) is None

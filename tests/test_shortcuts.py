@@ -48,13 +48,17 @@ def _could_free_always(self: _Pass, shape: Shape, job: JobRequest, runs: list[Ru
 
 
 def _hold_nodes_plain(self: _Pass, job: JobRequest, shape: Shape) -> tuple[int, ...]:
-    """Every available node of each allowed type ranked by free GPUs in the pass's view (most
-    first, then lowest index); the type whose first k nodes have the most free GPUs (first type
-    on ties)."""
+    """Every available node of each allowed type not held for another job yet, ranked by free GPUs
+    in the pass's view (most first, then lowest index); the type whose first k nodes have the most
+    free GPUs (first type on ties)."""
     index, view = self.s.index, self.view
     best: tuple[int, tuple[int, ...]] | None = None
     for ty in shape.types if shape.types is not None else range(len(index.types)):
-        nodes = [i for i in range(len(index.nodes)) if index.available[i] and index.node_type[i] == ty]
+        nodes = [
+            i
+            for i in range(len(index.nodes))
+            if index.available[i] and index.node_type[i] == ty and i not in view.held
+        ]
         if len(nodes) < shape.nodes:
             continue
         picked = sorted(nodes, key=lambda i: (-view.free(i), i))[: shape.nodes]

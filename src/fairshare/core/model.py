@@ -126,6 +126,17 @@ class Knobs:
     preemption          "over_served" (fair-share preemption on) or "none"
     slurm-multifactor (Slurm's names): decay_half_life, decay_period, priority_max_age,
     weight_fairshare, weight_age
+    fairshare against churn (issue 10; docs/concepts.md "Churn and the order within a leaf"):
+    leaf_order          a leaf's pending jobs in "submit" order, by least attained service
+                        ("las": GPU-seconds run so far, then submit) or "shortest" remaining
+                        estimate first
+    preempt_budget      a job preempted this many times is no victim any more (0: no budget)
+    flip_guard          a side may not take from a side that took from it this recently (seconds;
+                        the policy's window by default; 0: off)
+    max_reservations    jobs of one pass that may hold GPUs (0: every waiting job that qualifies)
+    fast_classes        classes tried first in every pass (the fast lane), e.g. debug
+    slurm-multifactor's backfill (Slurm's names): bf_interval, bf_window, bf_resolution,
+    bf_max_job_test
     """
 
     gang_reserve_after: float = 1800.0
@@ -139,6 +150,15 @@ class Knobs:
     priority_max_age: float = 7 * 86400.0
     weight_fairshare: float = 10000.0
     weight_age: float = 1000.0
+    leaf_order: str = "las"
+    preempt_budget: int = 3
+    flip_guard: float = 7 * 86400.0
+    max_reservations: int = 0
+    fast_classes: tuple[str, ...] = ("debug",)
+    bf_interval: float = 30.0
+    bf_window: float = 86400.0
+    bf_resolution: float = 60.0
+    bf_max_job_test: int = 500
 
 
 @dataclass(frozen=True, slots=True)

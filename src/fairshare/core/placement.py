@@ -100,28 +100,43 @@ class Shape(NamedTuple):
 class Tentative:
     """A pass's view of free capacity: the index plus changes made during the pass.
 
-    `held` maps node -> GPUs reserved for one waiting gang (`holder`); other jobs see them as taken.
+    `held` maps node -> GPUs reserved for one waiting job, `holder` node -> that job (a pass may
+    reserve for several jobs, each on its own nodes); other jobs see held GPUs as taken.
     """
 
     def __init__(self, index: FreeIndex) -> None:
         self.index = index
         self.overlay: dict[int, int] = {}
         self.held: dict[int, int] = {}
-        self.holder: str | None = None
+        self.holder: dict[int, str] = {}
 
     def copy(self) -> Tentative:
         t = Tentative(self.index)
         t.overlay = dict(self.overlay)
         t.held = dict(self.held)
-        t.holder = self.holder
+        t.holder = dict(self.holder)
         return t
+
+    def hold(self, nodes: Iterable[int], gpus: int, job: str) -> None:
+        """Reserve `gpus` on each of `nodes` for `job`."""
+        for i in nodes:
+            self.held[i] = gpus
+            self.holder[i] = job
+
+    def release(self) -> None:
+        """Drop every reservation."""
+        self.held, self.holder = {}, {}
+
+    def holds_for_others(self, job: str | None) -> bool:
+        """Whether some GPUs are reserved for a job other than `job`."""
+        return any(h != job for h in self.holder.values())
 
     def free(self, i: int) -> int:
         return self.overlay.get(i, self.index.free[i])
 
     def avail(self, i: int, job: str | None) -> int:
         f = self.free(i)
-        if i in self.held and job != self.holder:
+        if i in self.held and job != self.holder[i]:
             f -= self.held[i]
         return max(0, f)
 
@@ -146,8 +161,11 @@ class Tentative:
 
     def total_avail(self, job: str | None = None) -> int:
         total = self.free_of_types()
-        if job != self.holder:
-            total -= sum(min(g, self.free(i)) for i, g in self.held.items() if self.index.available[i])
+        if self.held:
+            holder, available = self.holder, self.index.available
+            total -= sum(
+                min(g, self.free(i)) for i, g in self.held.items() if available[i] and holder[i] != job
+            )
         return total
 
     def candidates(self, ty: int, per_node: int, job: str | None) -> list[tuple[int, int]]:

@@ -1,19 +1,26 @@
 """The scheduling core: `decide(snapshot, strategy) -> Decisions`, a pure function.
 
-One pass works in numbered phases on a private tentative view of free capacity:
-  1. forced preemptions: runs on nodes whose drain deadline has come (`drain`, every policy) and,
-     with the watchdog, runs that made no progress for their class's max_stall (`no_progress`);
-  2. deadline reservation (fairshare): a pending job whose deadline is near (latest start − slack
-     reached) and still feasible starts first, preempting any run past its protected window if
-     that is what makes it placeable (`deadline`);
-  3. ordered starts: jobs in the strategy's order; a job that does not fit may preempt victims
-     allowed by the strategy's victim rule; otherwise it is held and its shape fails for the pass.
-     With reservation (fairshare), the first job in order that cannot start after waiting at least
-     `gang_reserve_after` gets the GPUs that will hold it soonest reserved: later jobs in the
-     pass may not use them, so a large gang is not starved by a stream of small jobs, and only
-     the group the fair-share order favours can drain capacity this way.
+One pass runs the strategy's phases, by name (Strategy.phases), on a private tentative view of
+free capacity:
+  forced     runs on nodes whose drain deadline has come (`drain`, every policy) and, with the
+             watchdog, runs that made no progress for their class's max_stall (`no_progress`);
+  deadlines  (fairshare) a pending job whose deadline is near (latest start − slack reached) and
+             still feasible starts first, preempting any run past its protected window if that is
+             what makes it placeable (`deadline`);
+  fast_lane  (fairshare) jobs of knobs.fast_classes, in submit order, keeping off the GPUs the
+             last pass reserved; one that does not fit may preempt under the strategy's rule, then
+             under victims.FastLane (a run of its own group, of another class, no larger);
+  ordered    jobs in the strategy's order; a job that does not fit may preempt victims allowed by
+             the strategy's victim rule; otherwise it is held and its shape fails for the pass.
+             With reservation (fairshare), a job in order that cannot start after waiting at least
+             `gang_reserve_after` gets the GPUs that will hold it soonest reserved (up to
+             knobs.max_reservations jobs per pass; 0: every such job): later jobs in the pass may
+             not use them, so a large gang is not starved by a stream of small jobs, and only the
+             group the fair-share order favours can drain capacity this way;
+  slurm      (slurm-multifactor) Slurm's main scheduler and backfill (backfill.py).
 Victims are runs past protection, least lost work first, and only a set that makes the preemptor
-placeable (no futile preemption); a job never preempts the job that last preempted it.
+placeable (no futile preemption); a job never preempts the job that last preempted it, nor a job
+preempted knobs.preempt_budget times already.
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import backfill
 from .contract import lost_gpu_s, remaining
 from .fairness import PassPriorities
 from .model import STALL_EPS, TIME_EPS, JobRequest
@@ -39,7 +47,7 @@ from .snapshot import (
     Start,
 )
 from .strategies import Strategy
-from .victims import DEADLINE, NoVictims, could_free, find_victims, num
+from .victims import DEADLINE, FAST_LANE, NoVictims, could_free, find_victims, num
 
 EPS = TIME_EPS
 
@@ -90,7 +98,9 @@ class _Pass:
             snap.tree.leaf_ancestors,
         )  # shared with the queue order
         self.tried: str | None = None
-        self.reservation: tuple[str, tuple[int, ...]] | None = None
+        self.reservation: tuple[str, tuple[int, ...]] | None = None  # the first of the pass
+        self.n_reserved = 0
+        self.backfilled = False
         self.sched = snap.knobs
         self.victims_latest = max(snap.victims_at, default=-math.inf)
 
@@ -119,7 +129,7 @@ class _Pass:
     def wait(self, job: JobRequest) -> float:
         return self.s.now - self.s.states[job.id].pending_since
 
-    # ------------------------------------------------------------------ phase 1
+    # ------------------------------------------------------------------ forced
     def forced(self) -> None:
         s = self.s
         if s.drain_due:
@@ -191,9 +201,11 @@ class _Pass:
         self.start(job, alloc, {**evidence, "preempted": [r.job.id for r in victims]})
         return True
 
-    # ------------------------------------------------------------------ phase 2
+    # ------------------------------------------------------------------ deadlines
     def deadlines(self) -> None:
         s = self.s
+        if not s.deadline_queue:
+            return
         slack = self.sched.deadline_slack
         for latest_start, _, jid in s.deadline_queue:
             if not deadline_due(latest_start, slack, s.now):
@@ -211,25 +223,30 @@ class _Pass:
             else:
                 self.try_preempting(job, DEADLINE, ev)
 
-    # ------------------------------------------------------------------ reservation (in phase 3)
+    # ------------------------------------------------------------------ reservations (ordered)
     def reserve(self, job: JobRequest, shape: Shape, ev: dict[str, Any]) -> None:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
         held = self._hold_nodes(job, shape)
         if held:
-            self.view.held = {i: shape.per_node for i in held}
-            self.view.holder = job.id
-            self.reservation = (job.id, held)
+            self.view.hold(held, shape.per_node, job.id)
+            if self.reservation is None:
+                self.reservation = (job.id, held)
+            self.n_reserved += 1
             ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
 
     def _hold_nodes(self, job: JobRequest, shape: Shape) -> tuple[int, ...]:
-        """The k nodes of one allowed type with the most free GPUs in the pass's view (starts and
-        preemptions made earlier in the pass included; ties: lowest index); of the types, the one
-        whose k nodes have the most free GPUs in total (ties: the first type)."""
+        """The k nodes of one allowed type, not held for another job yet, with the most free GPUs
+        in the pass's view (starts and preemptions made earlier in the pass included; ties: lowest
+        index); of the types, the one whose k nodes have the most free GPUs in total (ties: the
+        first type)."""
         index, view = self.s.index, self.view
+        held = view.held
         best: tuple[int, tuple[int, ...]] | None = None
         for ty in shape.types if shape.types is not None else range(len(index.types)):
             # nodes the pass changed, plus enough of the others from the fullest buckets down
-            changed = [i for i in view.overlay if index.available[i] and index.node_type[i] == ty]
+            changed = [
+                i for i in view.overlay if index.available[i] and index.node_type[i] == ty and i not in held
+            ]
             ranked = [(-view.free(i), i) for i in changed]
             need = shape.nodes + len(changed)
             for bucket in reversed(index.buckets[ty]):
@@ -237,7 +254,7 @@ class _Pass:
                     break
                 if not bucket:
                     continue
-                fresh = heapq.nsmallest(need, (i for i in bucket if i not in view.overlay))
+                fresh = heapq.nsmallest(need, (i for i in bucket if i not in view.overlay and i not in held))
                 ranked.extend((-view.free(i), i) for i in fresh)
                 need -= len(fresh)
             if len(ranked) < shape.nodes:
@@ -251,11 +268,36 @@ class _Pass:
     def _avail_of(self, job: JobRequest) -> int:
         return self.view.free_of_types(self.shape_of(job).types)
 
-    # ------------------------------------------------------------------ phase 3
+    # ------------------------------------------------------------------ the fast lane
+    def fast_lane(self) -> None:
+        """Jobs of knobs.fast_classes first, in submit order, off the GPUs the last pass reserved
+        for a waiting job (it is likely to hold them again); one that does not fit may preempt
+        under the strategy's rule, then under the fast lane's own (victims.FastLane)."""
+        s = self.s
+        if not s.fast_queue:
+            return
+        rule = self.strategy.victims
+        prev = s.prev_reservation
+        if prev is not None and prev[0] in s.pending.jobs:
+            self.view.hold(prev[1], self.shape_of(s.pending.jobs[prev[0]]).per_node, prev[0])
+        for _, jid in s.fast_queue:
+            if jid in self.handled:
+                continue
+            job = s.pending.jobs[jid]
+            ev = {"phase": "fast_lane", "order": self.strategy.name, "waited_s": self.wait(job)}
+            alloc = place(self.view, jid, self.shape_of(job))
+            if alloc is not None:
+                self.start(job, alloc, ev)
+            elif rule.preempts and not self.try_preempting(job, rule, ev):
+                self.try_preempting(job, FAST_LANE, {**ev, "fast_lane_preemption": True})
+        self.view.release()
+
+    # ------------------------------------------------------------------ ordered starts
     def ordered(self) -> None:
         s = self.s
         rule = self.strategy.victims
         borrowing = rule.preempts
+        reserving, cap = self.strategy.gang_reservation, self.sched.max_reservations
         if not borrowing and self.view.total_avail() <= 0:
             return  # nothing can start and nothing may be preempted (explain: the rest is ordered later)
         order = self.strategy.order(s, self.handled, self.prio)
@@ -296,10 +338,10 @@ class _Pass:
             self.handled.add(jid)
             tried = self.tried == jid
             ev = dict(ev)
-            why = self._hold_reason(job, shape, tried)
+            why = self.hold_reason(job, shape, tried)
             if (
-                self.reservation is None
-                and self.strategy.gang_reservation
+                reserving
+                and (cap == 0 or self.n_reserved < cap)
                 and self.wait(job) >= self.sched.gang_reserve_after - EPS
             ):
                 self.reserve(job, shape, ev)
@@ -326,15 +368,15 @@ class _Pass:
             ]
         return ev
 
-    def _hold_reason(self, job: JobRequest, shape: Shape, tried_preempting: bool) -> HoldReason:
+    def hold_reason(self, job: JobRequest, shape: Shape, tried_preempting: bool) -> HoldReason:
         if tried_preempting:
             return "no_victims"
         avail = self._avail_of(job)
         if avail < job.gpus:
             return "no_capacity"
-        if self.view.held and job.id != self.view.holder:
+        if self.view.holds_for_others(job.id):
             free_view = self.view.copy()
-            free_view.held = {}
+            free_view.release()
             if place(free_view, job.id, shape) is not None:
                 return "reserved"
         return "fragmented"
@@ -365,12 +407,30 @@ class _Pass:
                     why[jid] = held[jid]
                     continue
                 if reason is None:
-                    reason = by_shape[shape] = self._hold_reason(s.pending.jobs[jid], shape, False)
+                    reason = by_shape[shape] = self.hold_reason(s.pending.jobs[jid], shape, False)
                 why[jid] = reason
         return tuple(ranked), why
 
     def result(self) -> Decisions:
-        return Decisions(tuple(self.preempts), tuple(self.starts), tuple(self.holds), self.reservation)
+        return Decisions(
+            tuple(self.preempts),
+            tuple(self.starts),
+            tuple(self.holds),
+            self.reservation,
+            backfilled=self.backfilled,
+        )
+
+    def slurm(self) -> None:
+        backfill.slurm(self)
+
+
+PHASES: dict[str, Callable[[_Pass], None]] = {
+    "forced": _Pass.forced,
+    "deadlines": _Pass.deadlines,
+    "fast_lane": _Pass.fast_lane,
+    "ordered": _Pass.ordered,
+    "slurm": _Pass.slurm,
+}
 
 
 def decide(snap: Snapshot, strategy: Strategy, explain: bool = False) -> Decisions:
@@ -380,10 +440,8 @@ def decide(snap: Snapshot, strategy: Strategy, explain: bool = False) -> Decisio
     a hold reason for every pending job that does not start (a live driver's why-pending and the
     Slurm driver's priorities); a replay does not ask and pays nothing for it."""
     p = _Pass(snap, strategy)
-    p.forced()
-    if strategy.deadline_reservation and snap.deadline_queue:
-        p.deadlines()
-    p.ordered()
+    for phase in strategy.phases:
+        PHASES[phase](p)
     d = p.result()
     if explain:
         order, why = p.explained()

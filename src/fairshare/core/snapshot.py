@@ -49,6 +49,8 @@ class JobState:
     preempted_by: str | None = None  # the job that last preempted this one
     preempt_retry_at: float = 0.0  # after finding no victims, fair-share preemption waits until then
     preempt_failed_at: float = -math.inf  # when it last found no victims
+    preemptions: int = 0  # times its runs were preempted (any reason): the preemption budget
+    attained: float = 0.0  # GPU-seconds of its runs so far (least attained service)
 
 
 QueueKey = tuple[int, int, Shape]  # (leaf, label rank, shape)
@@ -58,20 +60,24 @@ def _key_order(k: QueueKey) -> tuple[int, int, int, tuple[int, ...]]:
     return (k[1], k[2].per_node, k[2].nodes, k[2].types or ())
 
 
+SortKey = Any  # a job's place in its queue: its submit seq, or a tuple ending in it (leaf_order)
+
+
 @dataclass
 class PendingQueues:
-    """Pending jobs in sorted queues keyed by (leaf, label rank, shape); each sorted by submit seq.
-
-    Requeued jobs go back to their submit position. Owned and updated by the driver.
+    """Pending jobs in sorted queues keyed by (leaf, label rank, shape); each sorted by the job's
+    sort key: its submit seq (requeued jobs go back to their submit position), or under fairshare's
+    `leaf_order` (attained service, seq) or (remaining estimate, seq). Owned by the engine.
     """
 
-    queues: dict[QueueKey, list[tuple[int, str]]] = field(default_factory=dict)
+    queues: dict[QueueKey, list[tuple[SortKey, str]]] = field(default_factory=dict)
     # per leaf: its queue keys in a fixed order (label rank, then shape), kept sorted on change
     by_leaf: dict[int, list[QueueKey]] = field(default_factory=dict)
     jobs: dict[str, JobRequest] = field(default_factory=dict)
     shape_of: dict[str, QueueKey] = field(default_factory=dict)
+    key_of: dict[str, SortKey] = field(default_factory=dict)  # only keys other than the seq
 
-    def add(self, job: JobRequest, index: FreeIndex) -> None:
+    def add(self, job: JobRequest, index: FreeIndex, sort_key: SortKey = None) -> None:
         key = (
             job.leaf,
             LABEL_RANK[job.label],
@@ -81,7 +87,11 @@ class PendingQueues:
         if q is None:
             q = self.queues[key] = []
             bisect.insort(self.by_leaf.setdefault(job.leaf, []), key, key=_key_order)
-        bisect.insort(q, (job.seq, job.id))
+        if sort_key is None:
+            bisect.insort(q, (job.seq, job.id))
+        else:
+            bisect.insort(q, (sort_key, job.id))
+            self.key_of[job.id] = sort_key
         self.jobs[job.id] = job
         self.shape_of[job.id] = key
 
@@ -89,7 +99,7 @@ class PendingQueues:
         key = self.shape_of.pop(job.id)
         del self.jobs[job.id]
         q = self.queues[key]
-        i = bisect.bisect_left(q, (job.seq, job.id))
+        i = bisect.bisect_left(q, (self.key_of.pop(job.id, job.seq), job.id))
         del q[i]
         if not q:
             del self.queues[key]
@@ -125,6 +135,13 @@ class Snapshot:
     # could be a victim; a job in preemption backoff whose group may take from that leaf, and that
     # found no victims before then, may look again at once (empty: no such times)
     victims_at: Sequence[float] = ()
+    # the flip guard: (taker side, victim side) -> when the taker's side last took a run of the
+    # victim's side by fair-share preemption (sides: the children of the two leaves' lowest common
+    # ancestor); the pairs a pass may not reverse within knobs.flip_guard
+    took_from: Mapping[tuple[int, int], float] = field(default_factory=dict)
+    fast_queue: Sequence[tuple[int, str]] = ()  # pending jobs of knobs.fast_classes, by (seq, job)
+    prev_reservation: tuple[str, tuple[int, ...]] | None = None  # the last pass's first reservation
+    backfill_due: bool = True  # slurm-multifactor: bf_interval has passed since the last backfill
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +180,4 @@ class Decisions:
     # strategy's order, and why each one that does not start waits
     order: tuple[str, ...] = ()
     why_pending: Mapping[str, HoldReason] = field(default_factory=dict)
+    backfilled: bool = False  # the pass ran a backfill cycle (slurm-multifactor)

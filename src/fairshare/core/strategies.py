@@ -5,12 +5,18 @@
     priority-labels  (label, submit) order, first fit; a higher label may preempt a lower one past
                      its protected window when it cannot otherwise fit (reason `label`)
     slurm-multifactor  Slurm's priority/multifactor: Fair Tree fair-share over usage decayed with
-                     a half-life (recalculated every 5 min) plus an age factor; first fit in that
-                     order, no preemption (PreemptType=none) and no backfill reservation (the
-                     traces carry no time limits for backfill to plan with)
-    fairshare        debt order down the budget tree; deadline class reservation; head-gang
-                     reservation after a bounded wait; preemption of over-served groups' runs past
-                     protection (reason `fair_share`)
+                     a half-life (recalculated every 5 min) plus an age factor; Slurm's main
+                     scheduler (strict priority: the partition blocks behind its first pending
+                     job) and conservative backfill (every bf_interval after a change, each tested
+                     job reserves its earliest start by time limits = estimates; backfill.py); no
+                     preemption (PreemptType=none). The incumbent a lab should compare with.
+    slurm-multifactor-firstfit  the same priority, first fit in that order (any later job that
+                     fits starts), no reservation: the model before issue 10, kinder to small jobs
+                     and harsher to large ones than Slurm is
+    fairshare        debt order down the budget tree, a leaf's jobs in knobs.leaf_order; deadline
+                     class reservation; the fast lane (knobs.fast_classes); reservations after a
+                     bounded wait; preemption of over-served groups' runs past protection (reason
+                     `fair_share`), within the preemption budget and the flip guard
 
 The execution contract is enforced under every policy, because it belongs to the jobs and the
 cluster, not to the queue order: runs on a node past its drain deadline are preempted (`drain`),
@@ -61,6 +67,8 @@ class Strategy:
     deadline_reservation: bool
     gang_reservation: bool
     usage_model: Literal["window", "decay"] = "window"  # which ledger the driver keeps
+    phases: tuple[str, ...] = ("forced", "ordered")  # scheduler.PHASES, in order
+    leaf_order: bool = False  # the engine orders a leaf's queues by knobs.leaf_order
     max_preempt_attempts: int = 4
     max_victim_candidates: int = 512
 
@@ -90,6 +98,8 @@ STRATEGIES: dict[str, Strategy] = {
         watchdog=True,
         deadline_reservation=True,
         gang_reservation=True,
+        phases=("forced", "deadlines", "fast_lane", "ordered"),
+        leaf_order=True,
     ),
     "fifo": Strategy(
         "fifo",
@@ -111,6 +121,17 @@ STRATEGIES: dict[str, Strategy] = {
     ),
     "slurm-multifactor": Strategy(
         "slurm-multifactor",
+        _multifactor,
+        rank_multifactor,
+        NO_VICTIMS,
+        watchdog=True,
+        deadline_reservation=False,
+        gang_reservation=False,
+        usage_model="decay",
+        phases=("forced", "slurm"),
+    ),
+    "slurm-multifactor-firstfit": Strategy(
+        "slurm-multifactor-firstfit",
         _multifactor,
         rank_multifactor,
         NO_VICTIMS,

@@ -70,6 +70,7 @@ class NoVictims:
     """Never preempts for ordering (fifo, slurm-multifactor; fairshare with preemption: none)."""
 
     name = "none"
+    tiers = False  # whether `tier` ranks candidates before their lost work
     filters_runs = False  # whether `admits` can refuse a run (else it is not asked)
     preempts = False
     reason: PreemptReason = "fair_share"  # never used
@@ -84,7 +85,7 @@ class NoVictims:
     def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return None
 
-    def admits(self, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
         return False
 
     def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
@@ -93,19 +94,34 @@ class NoVictims:
     def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
         return {}
 
+    def tier(self, p: Pass, job: JobRequest, run: RunView) -> int:
+        return 0
+
 
 class AnyPastProtection(NoVictims):
-    """An urgent deadline job may take any run past its protected window (`deadline`)."""
+    """An urgent deadline job may take any run past its protected window (`deadline`). With the
+    flip guard on (knobs.flip_guard > 0) it takes its own team's runs first, then other teams'
+    whose team did not take a run of its team by fair-share preemption within the guard, then the
+    rest (least lost work first within each tier): a deadline met from the job's own team moves no
+    share between teams, so it sets off no fair-share reversal (a flip-flop, docs/formats.md)."""
 
     name = "any"
     preempts = True
     reason: PreemptReason = "deadline"
     budgeted = False
+    tiers = True
+
+    def tier(self, p: Pass, job: JobRequest, run: RunView) -> int:
+        anc = p.s.tree.leaf_ancestors
+        a, b = anc[job.leaf][-1], anc[run.job.leaf][-1]  # the two teams
+        if a == b:
+            return 0
+        return 2 if p.s.took_from and flip_guarded(p, a, b) else 1  # tiers only with the guard on
 
     def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
         return math.inf
 
-    def admits(self, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
         return True
 
     def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
@@ -126,14 +142,48 @@ class LowerLabel(AnyPastProtection):
     def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
         return any(t > failed for t in p.s.victims_at)
 
-    def admits(self, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
         return run.job.label_rank > job.label_rank
+
+
+class FastLane(AnyPastProtection):
+    """fairshare's fast lane (knobs.fast_classes): a job of a fast class that finds no room and no
+    fair-share victim may take a run of its own group (leaf), of a class that is not fast, no
+    larger than itself (`fair_share`; evidence fast_lane_preemption). Its group's share is
+    unchanged: it only changes which of the group's jobs run."""
+
+    name = "fast_lane"
+    filters_runs = True
+    reason: PreemptReason = "fair_share"
+    budgeted = True
+
+    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
+        return any(t > failed for t in p.s.victims_at)
+
+    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
+        return math.inf if leaf == job.leaf else None
+
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
+        return run.job.gpus <= job.gpus and run.job.cls not in p.s.knobs.fast_classes
+
+    def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+        return {"fast_lane_preemption": True}
+
+
+def flip_guarded(p: Pass, mine: int, theirs: int) -> bool:
+    """The flip guard (knobs.flip_guard G > 0): side `mine` may not take from side `theirs` when
+    `theirs` took a run of `mine` by fair-share preemption less than G ago; reversing it would be a
+    flip-flop (docs/formats.md)."""
+    s = p.s
+    t = s.took_from.get((theirs, mine))
+    return t is not None and s.now - t < s.knobs.flip_guard
 
 
 class OverServed(NoVictims):
     """fairshare: a job may take a run of another group whose side, at the children of the two
     leaves' lowest common ancestor, is over-served, has the lower priority, and stays at least
-    as well served as the taker's side after the exchange (fairness.may_take_from)."""
+    as well served as the taker's side after the exchange (fairness.may_take_from), unless the
+    flip guard holds (the victim's side took from the taker's side within knobs.flip_guard)."""
 
     name = "over_served"
     preempts = True
@@ -166,6 +216,8 @@ class OverServed(NoVictims):
         taker would be after taking a victim of zero charge (the real charge only makes it harder)."""
         mine, theirs = p.s.tree.sides(job.leaf, leaf)
         used, owed = p.used, p.s.owed
+        if p.s.took_from and p.s.knobs.flip_guard > 0 and flip_guarded(p, mine, theirs):
+            return False
         return (
             over_served(theirs, used, owed)
             and p.prio(theirs) < p.prio(mine)
@@ -184,6 +236,8 @@ class OverServed(NoVictims):
         used, owed = p.used, p.s.owed
         if not used[theirs] > owed[theirs] + EPS or not p.prio(theirs) < p.prio(mine):
             return None
+        if p.s.took_from and p.s.knobs.flip_guard > 0 and flip_guarded(p, mine, theirs):
+            return None
         taker_after = service_ratio(used[mine] + job.charge, owed[mine])
         if not service_ratio(used[theirs], owed[theirs]) >= taker_after:
             return None
@@ -191,7 +245,7 @@ class OverServed(NoVictims):
             return used[theirs] - taker_after * owed[theirs] + EPS
         return math.inf
 
-    def admits(self, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
         return True
 
     def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
@@ -221,6 +275,7 @@ class OverServed(NoVictims):
 
 NO_VICTIMS = NoVictims()
 DEADLINE = AnyPastProtection()
+FAST_LANE = FastLane()
 RULES: dict[str, NoVictims] = {r.name: r for r in (NO_VICTIMS, OverServed(), LowerLabel())}
 
 
@@ -233,10 +288,14 @@ def num(x: float) -> float | str:
 
 # ---------------------------------------------------------------------- the search
 def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
-    """Runs the rule allows `job` to preempt now (unordered: see `cheapest`)."""
+    """Runs the rule allows `job` to preempt now (unordered: see `cheapest`). Under every rule, a
+    job preempted knobs.preempt_budget times already (any reason) is no candidate: it runs to its
+    end (LSF's MAX_JOB_PREEMPT)."""
     s = p.s
     out: list[RunView] = []
-    back = s.states[job.id].preempted_by  # never preempt back the job that preempted this one
+    states = s.states
+    back = states[job.id].preempted_by  # never preempt back the job that preempted this one
+    budget = s.knobs.preempt_budget
     allowed = set(job.gpu_types) if job.gpu_types is not None else None
     now, gone, nodes, filters = s.now, p.gone, s.index.nodes, rule.filters_runs
     for leaf, runs in s.running_by_leaf.items():
@@ -251,7 +310,9 @@ def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
                 continue  # holds no GPU (CPU-only: freeing it helps nobody), or protected
             if rj.id in gone or rj.id == back:
                 continue
-            if filters and not rule.admits(job, r):
+            if budget and states[rj.id].preemptions >= budget:
+                continue  # its preemption budget is spent
+            if filters and not rule.admits(p, job, r):
                 continue
             if allowed is not None and nodes[r.alloc[0][0]].gpu_type not in allowed:
                 continue
@@ -259,14 +320,24 @@ def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
     return out
 
 
-def cheapest(p: Pass, runs: list[RunView]) -> list[tuple[float, str, RunView]]:
-    """The candidates a search considers: least lost work first, at most max_victim_candidates."""
+TIER_COST = 1e15  # GPU-seconds: a rule's tier outweighs any lost work (rule.tier)
+
+
+def cheapest(
+    p: Pass, runs: list[RunView], job: JobRequest | None = None, rule: NoVictims | None = None
+) -> list[tuple[float, str, RunView]]:
+    """The candidates a search considers: least cost first, at most max_victim_candidates. The
+    cost is the lost work, plus TIER_COST per tier under a rule that ranks its candidates."""
     cache, now, out = p.lost, p.s.now, []
+    tiered = job is not None and rule is not None and rule.tiers and p.s.knobs.flip_guard > 0
     for r in runs:
         rid = r.job.id
         lost = cache.get(rid)
         if lost is None:
             lost = cache[rid] = lost_gpu_s(r.job, r.t0, now, r.overhead, r.hung_since)
+        if tiered:
+            assert job is not None and rule is not None
+            lost += TIER_COST * rule.tier(p, job, r)
         out.append((lost, rid, r))
     out.sort()  # by lost work, then job id (unique: the run itself is never compared)
     return out[: p.strategy.max_victim_candidates]
@@ -308,7 +379,7 @@ def find_victims(p: Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunVie
     shape = p.shape_of(job)
     if not runs or not p.could_free(shape, job, runs):
         return None
-    cands = cheapest(p, runs)
+    cands = cheapest(p, runs, job, rule)
     on_node: dict[int, list[tuple[float, str, RunView]]] = {}
     for c in cands:
         for i, _ in c[2].alloc:

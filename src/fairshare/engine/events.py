@@ -18,7 +18,8 @@ Kinds, in the order a driver makes them within one instant:
     poke             the driver asks for a pass at this instant
     settle           the instant's events are in: judge the runs whose protection ended
     snapshot         a pass read the state (the ledger is integrated up to now)
-    applied          a pass's outcome: its holds (job, reason) and reservation (job, nodes)
+    applied          a pass's outcome: its holds (job, reason), reservation (job, nodes) and
+                     whether it ran a backfill cycle (slurm-multifactor)
     advance t, flush the clock moves to t without firing timers, the ledger is integrated up to
                      it (a driver's last instant)
 """
@@ -85,7 +86,7 @@ def _applied(args: list[Any]) -> tuple[Any, ...]:
     holds = tuple((str(j), str(r)) for j, r in args[0])
     res = args[1]
     reservation: Reservation = None if res is None else (str(res[0]), tuple(int(i) for i in res[1]))
-    return (holds, reservation)
+    return (holds, reservation, *(bool(b) for b in args[2:3]))  # whether it backfilled, when given
 
 
 _DECODE = {

@@ -51,6 +51,7 @@ from .ledger import DecayLedger, Ledger, Vec
 from .owed import effective_shares, water_fill
 
 _NONE: frozenset[int] = frozenset()
+_NONE_S: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,14 @@ class EngineState:
         self.last_hold: dict[str, str] = {}  # job -> the hold reason last audited
         self.retry_wakes: set[float] = set()  # backoff grid points with a timer already
         self.last_reservation: Reservation = None
+        # the flip guard: (taker side, victim side) -> the last fair-share preemption between them
+        self.took_from: dict[tuple[int, int], float] = {}
+        self.fast_q: list[tuple[int, str]] = []  # pending jobs of the fast classes, by (seq, job)
+        self.fast = frozenset(self.knobs.fast_classes) if "fast_lane" in strategy.phases else _NONE_S
+        self.backfills = "slurm" in strategy.phases  # slurm-multifactor's backfill cadence
+        self.keyed = strategy.leaf_order and self.knobs.leaf_order != "submit"  # leaf sort keys
+        self.last_backfill = -math.inf
+        self.backfill_wake = -math.inf  # the backfill timer set last
         self.dirty = True  # the state changed since the rates were last computed
         self.computed = False  # rates computed at least once
         self.need_pass = False  # an event at this instant may change a pass's outcome
@@ -147,15 +156,20 @@ class EngineState:
         """A fresh state with `events` (a journal) replayed into it: equal to the state that
         recorded them (the service's recovery path)."""
         engine = cls(setup, strategy, listener, journal)
+        engine.replay(events)
+        return engine
+
+    def replay(self, events: Iterable[Event]) -> None:
+        """Apply recorded journal events to this state, each through the call that recorded it
+        (a pass's outcome through the snapshot it was decided on)."""
         for ev in events:
             if ev.kind == "applied":
-                engine.snapshot()
-                engine._outcome(*ev.args)
+                self.snapshot()
+                self._outcome(*ev.args)
             elif ev.kind == "snapshot":
-                engine.snapshot()
+                self.snapshot()
             else:
-                getattr(engine, ev.kind)(*ev.args)
-        return engine
+                getattr(self, ev.kind)(*ev.args)
 
     # ------------------------------------------------------------------ timers and the clock
     def _push(self, t: float, kind: str, payload: Any) -> None:
@@ -267,9 +281,19 @@ class EngineState:
         self._to_pending(job)
         self.need_pass = True
 
+    def _sort_key(self, job: JobRequest) -> Any:
+        """A job's place in its leaf's queues when keyed (knobs.leaf_order, fairshare only): (GPU-
+        seconds run so far, seq) for las; (estimate left, seq) for shortest."""
+        st = self.states[job.id]
+        if self.knobs.leaf_order == "las":
+            return (st.attained, job.seq)
+        return (max(0.0, job.estimate - st.kept), job.seq)
+
     def _to_pending(self, job: JobRequest) -> None:
-        self.pending.add(job, self.fleet.index)
+        self.pending.add(job, self.fleet.index, self._sort_key(job) if self.keyed else None)
         self.demand.add_pending(job)
+        if job.cls in self.fast:
+            bisect.insort(self.fast_q, (job.seq, job.id))
         if job.deadline is not None:
             st = self.states[job.id]
             entry = (latest_start(job, st.starts > 0, st.kept), job.seq, job.id)
@@ -285,6 +309,8 @@ class EngineState:
     def _from_pending(self, job: JobRequest) -> None:
         self.pending.remove(job)
         self.demand.remove_pending(job)
+        if job.cls in self.fast:
+            del self.fast_q[bisect.bisect_left(self.fast_q, (job.seq, job.id))]
         entry = self.deadline_entry.pop(job.id, None)
         if entry is not None:
             del self.deadline_q[bisect.bisect_left(self.deadline_q, entry)]
@@ -330,7 +356,9 @@ class EngineState:
         if self.journal is not None:
             self.journal.append(Event("finished", (job_id,)))
         self.need_pass = True
-        return self._stop(job_id)
+        view = self._stop(job_id)
+        self.states[job_id].attained += (self.t - view.t0) * view.job.gpus
+        return view
 
     def preempted(self, job_id: str, reason: str, by: str | None, lost_gpu_s: float, kept: float) -> RunView:
         """A run was preempted at the current instant; the job, with `kept` seconds of progress
@@ -342,9 +370,23 @@ class EngineState:
         st.kept = kept
         st.preempted_by = by
         st.pending_since = self.t
+        st.preemptions += 1
+        st.attained += (self.t - view.t0) * view.job.gpus
+        if reason == "fair_share" and by is not None:
+            self._took(by, view.job.leaf)
         self._to_pending(view.job)
         self._push(self.t + self.knobs.requeue_delay, "wake", None)
         return view
+
+    def _took(self, by: str, victim_leaf: int) -> None:
+        """The flip guard's record: the preemptor's side took from the victim's side now (the
+        preemptor is pending while its victims are preempted; running if a driver reports late)."""
+        taker = self.pending.jobs.get(by)
+        if taker is None:
+            run = self.running.get(by)
+            taker = run.job if run is not None else None
+        if taker is not None and taker.leaf != victim_leaf:
+            self.took_from[self.tree.sides(taker.leaf, victim_leaf)] = self.t
 
     def cancelled(self, job_id: str) -> None:
         """A job was withdrawn (a user's cancel): it leaves the queue, or its run ends now."""
@@ -467,6 +509,10 @@ class EngineState:
             deadline_queue=self.deadline_q,
             decayed_usage=self.decay.usage.tolist() if self.decay is not None else (),
             victims_at=self.victims_at,  # read-only during the pass
+            took_from=self.took_from,
+            fast_queue=self.fast_q,
+            prev_reservation=self.last_reservation,
+            backfill_due=self.t >= self.last_backfill + self.knobs.bf_interval - TIME_EPS,
         )
 
     def apply(self, d: Decisions) -> Actions:
@@ -474,7 +520,7 @@ class EngineState:
         return the preemptions and starts for the driver to carry out, and the audit records."""
         holds = tuple((h.job, h.reason) for h in d.holds)
         if self.journal is not None:
-            self.journal.append(Event("applied", (holds, d.reservation)))
+            self.journal.append(Event("applied", (holds, d.reservation, d.backfilled)))
         t, names = self.t, self.nodes
         audit: list[dict[str, Any]] = []
         for p in d.preempts:
@@ -493,17 +539,19 @@ class EngineState:
             nodes = [names[i].name for i, _ in s.alloc]
             audit.append({"t": t, "decision": "start", "job": s.job, "nodes": nodes, **s.evidence})
         evidence = {h.job: h.evidence for h in d.holds}
-        for kind, job, extra in self._outcome(holds, d.reservation):
+        for kind, job, extra in self._outcome(holds, d.reservation, d.backfilled):
             more = evidence[job] if kind == "hold" else {}
             audit.append({"t": t, "decision": kind, "job": job, **extra, **more})
         return Actions(d.preempts, d.starts, tuple(audit))
 
     def _outcome(
-        self, holds: Sequence[tuple[str, str]], reservation: Reservation
+        self, holds: Sequence[tuple[str, str]], reservation: Reservation, backfilled: bool = False
     ) -> list[tuple[str, str, dict[str, Any]]]:
-        """The state a pass's holds and reservation change; the (decision, job, evidence) records
-        to audit: a reservation when it changed, a hold when its reason changed."""
+        """The state a pass's holds, reservation and backfill change; the (decision, job, evidence)
+        records to audit: a reservation when it changed, a hold when its reason changed."""
         out: list[tuple[str, str, dict[str, Any]]] = []
+        if self.backfills:
+            self._backfill_cadence(backfilled)
         if reservation != self.last_reservation:
             self.last_reservation = reservation
             if reservation is not None:
@@ -523,3 +571,15 @@ class EngineState:
                 self.last_hold[job_id] = reason
                 out.append(("hold", job_id, {"reason": reason}))
         return out
+
+    def _backfill_cadence(self, backfilled: bool) -> None:
+        """slurm-multifactor: a backfill cycle runs at most every bf_interval, and only after a
+        change; a pass that could not run one while jobs wait and GPUs are idle asks for a pass
+        when it is due."""
+        if backfilled:
+            self.last_backfill = self.t
+        elif len(self.pending) and self.fleet.idle_available > 0:
+            due = self.last_backfill + self.knobs.bf_interval
+            if due > self.t and due != self.backfill_wake:
+                self.backfill_wake = due
+                self._push(due, "wake", None)

@@ -67,6 +67,12 @@ MAX_SHARE_FLOOR = 10.0
 MAX_EXCEPTION_DAYS = MAX_DURATION / 86400
 #: Slurm-multifactor weights (Slurm's own are 32-bit integers).
 MAX_WEIGHT = 4_294_967_295.0
+#: Counts of jobs among the scheduling knobs (`preempt_budget`, `max_reservations`,
+#: `bf_max_job_test`): 0 .. this (a count above the jobs a workload may hold means no limit).
+MAX_JOB_COUNT_KNOB = 2_000_000
+#: `bf_resolution`: at least 1 second (a run past its time limit is planned to end this long from
+#: now; 0 would plan it to end now, forever).
+MIN_BF_RESOLUTION = 1.0
 
 # --- workload --------------------------------------------------------------------------------
 #: Jobs in one workload (after --repeat). 16 repeats of the whole Philly trace are 1.3 M jobs and

@@ -7,6 +7,7 @@ tree the ledger and scheduler work on (arrays indexed by node id, parents before
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ from ._validation import (
     Number,
     StrictModel,
     Text,
+    Whole,
     check_year,
     key_path,
     load_yaml,
@@ -190,7 +192,12 @@ class Scheduling(StrictModel):
                         only this long after (deadline preemption is exempt)
     slurm-multifactor baseline (Slurm's names): decay_half_life (PriorityDecayHalfLife, 7d),
     decay_period (PriorityCalcPeriod, 5m), priority_max_age (PriorityMaxAge, 7d),
-    weight_fairshare (PriorityWeightFairshare, 10000), weight_age (PriorityWeightAge, 1000)
+    weight_fairshare (PriorityWeightFairshare, 10000), weight_age (PriorityWeightAge, 1000);
+    its backfill (SchedulerParameters): bf_interval (30s), bf_window (1d), bf_resolution (60s),
+    bf_max_job_test (500)
+    fairshare against churn (docs/concepts.md): leaf_order (las), preempt_budget (3), flip_guard
+    (None: the policy's window), max_reservations (0: no cap), fast_classes ([debug]: of the
+    policy's classes, those listed)
     """
 
     preemption: Literal["over_served", "none"] = "over_served"
@@ -204,6 +211,15 @@ class Scheduling(StrictModel):
     priority_max_age: Seconds = 7 * 86400.0
     weight_fairshare: Number = Field(default=10000.0, ge=0, le=limits.MAX_WEIGHT)
     weight_age: Number = Field(default=1000.0, ge=0, le=limits.MAX_WEIGHT)
+    leaf_order: Literal["submit", "las", "shortest"] = "las"
+    preempt_budget: Whole = Field(default=3, ge=0, le=limits.MAX_JOB_COUNT_KNOB)
+    flip_guard: Seconds | None = None
+    max_reservations: Whole = Field(default=0, ge=0, le=limits.MAX_JOB_COUNT_KNOB)
+    fast_classes: tuple[Name, ...] | None = None
+    bf_interval: Seconds = 30.0
+    bf_window: Seconds = 86400.0
+    bf_resolution: Seconds = 60.0
+    bf_max_job_test: Whole = Field(default=500, ge=1, le=limits.MAX_JOB_COUNT_KNOB)
 
     @field_validator(
         "gang_reserve_after",
@@ -211,11 +227,23 @@ class Scheduling(StrictModel):
         "deadline_slack",
         "requeue_delay",
         "preempt_backoff",
+        "bf_interval",
+        "bf_window",
         mode="before",
     )
     @classmethod
     def _durations(cls, v: Any) -> Any:
         return _dur(v)
+
+    @field_validator("flip_guard", mode="before")
+    @classmethod
+    def _guard(cls, v: Any) -> Any:
+        return None if v is None else _dur(v)
+
+    @field_validator("bf_resolution", mode="before")
+    @classmethod
+    def _resolution(cls, v: Any) -> Any:
+        return _dur(v, minimum=limits.MIN_BF_RESOLUTION)
 
     @field_validator("decay_half_life", "priority_max_age", mode="before")
     @classmethod
@@ -230,9 +258,16 @@ class Scheduling(StrictModel):
     def _period(cls, v: Any) -> Any:
         return _dur(v, minimum=limits.MIN_DECAY_PERIOD)
 
-    def knobs(self) -> Knobs:
-        """The core's copy of these knobs (same names; the core imports no pydantic)."""
-        return Knobs(**self.model_dump())
+    def knobs(self, window: float = 7 * 86400.0, classes: Iterable[str] = ("debug",)) -> Knobs:
+        """The core's copy of these knobs (same names; the core imports no pydantic), with the
+        defaults that depend on the policy resolved: `flip_guard` (None: `window`) and
+        `fast_classes` (None: `debug` when the policy has that class). Policy.knobs() passes them."""
+        values = self.model_dump()
+        if values["flip_guard"] is None:
+            values["flip_guard"] = window
+        if values["fast_classes"] is None:
+            values["fast_classes"] = tuple(c for c in ("debug",) if c in set(classes))
+        return Knobs(**values)
 
 
 class Policy(StrictModel):
@@ -282,6 +317,21 @@ class Policy(StrictModel):
     def _unique_top(cls, v: tuple[GroupNode, ...]) -> tuple[GroupNode, ...]:
         _check_unique(v)
         return v
+
+    def knobs(self) -> Knobs:
+        """The scheduling knobs as the core reads them (Scheduling.knobs, with this policy's
+        window and classes)."""
+        return self.scheduling.knobs(self.window, self.classes)
+
+    @model_validator(mode="after")
+    def _fast_classes(self) -> Policy:
+        for i, c in enumerate(self.scheduling.fast_classes or ()):
+            if c not in self.classes:
+                raise AtPath(
+                    ("scheduling", "fast_classes", i),
+                    f"no class {c!r} in the policy (classes: {', '.join(self.classes)})",
+                )
+        return self
 
     @model_validator(mode="after")
     def _exception_groups(self) -> Policy:

@@ -24,6 +24,7 @@ from ..engine.owed import water_fill
 from ..engine.state import EngineState
 from ..inputs.policy import Gates
 from ..inputs.workload import Job
+from .churn import SIZES, Churn, size_of, team_of, waits_summary
 from .results import Series
 
 EPS = LEDGER_EPS
@@ -37,6 +38,7 @@ class _JobFacts:
     group: str
     startup: float
     deadline: float | None
+    gpus: int
     first_start: float | None = None
     finished: float | None = None
     pending_since: float | None = None
@@ -144,8 +146,10 @@ class MetricsRecorder:
     samples_used: list[Vec] = field(default_factory=list)
     _next_sample: float = 0.0
     current: IntervalState | None = None  # the rates now (MetricsFeed sets them)
+    churn: Churn = field(init=False)
 
     def __post_init__(self) -> None:
+        self.churn = Churn(self.window)
         n = len(self.tree.paths)
         self.acc = np.zeros((3 + 2 * len(self.gpu_types), n))
         self.gpu_acc = np.zeros((2, len(self.gpu_types)))
@@ -155,18 +159,24 @@ class MetricsRecorder:
     # ----------------------------------------------------------------- per job
     def job_submitted(self, job: Job) -> None:
         r = job.request
-        self.jobs[r.id] = _JobFacts(r.submit, r.cls, r.group, r.startup, r.deadline, pending_since=r.submit)
+        self.jobs[r.id] = _JobFacts(
+            r.submit, r.cls, r.group, r.startup, r.deadline, r.gpus, pending_since=r.submit
+        )
 
-    def job_started(self, job_id: str, t: float) -> None:
+    def job_started(self, job_id: str, t: float, gpus: int, overhead: float) -> None:
+        """A run of `gpus` GPUs began; it pays `overhead` (startup or restore) before progress."""
         f = self.jobs[job_id]
+        self.churn.started(job_id, t, gpus, overhead, f.first_start is None)
         if f.first_start is None:
             f.first_start = t
         if f.pending_since is not None:
             f.max_spell = max(f.max_spell, t - f.pending_since)
         f.pending_since = None
 
-    def job_preempted(self, job_id: str, t: float, lost: float) -> None:
+    def job_preempted(self, job_id: str, t: float, lost: float, by: str | None = None) -> None:
         f = self.jobs[job_id]
+        self.churn.stopped(job_id, t)
+        self.churn.preempted(job_id, t, team_of(f.group), team_of(self.jobs[by].group) if by else None)
         f.pending_since = t
         self.preemptions += 1
         self.lost_gpu_s += lost
@@ -174,6 +184,7 @@ class MetricsRecorder:
         self.lost_by_top[top] = self.lost_by_top.get(top, 0.0) + lost
 
     def job_finished(self, job_id: str, t: float) -> None:
+        self.churn.stopped(job_id, t)
         self.jobs[job_id].finished = t
 
     # ----------------------------------------------------------------- integration
@@ -338,6 +349,8 @@ class MetricsRecorder:
             "deadlines": {"jobs": len(dl), "met": met, "met_pct": 100 * met / len(dl) if dl else None},
             "starvation": {"max_wait_s": max(spells, default=0.0), "groups_below_share_beyond_window": []},
         }
+        metrics["churn"] = self.churn.finalize(horizon, self.alloc_s, self.lost_gpu_s)
+        self._waits_by_team_and_size(metrics, horizon)
         metrics["gates"] = evaluate_gates(metrics, self.tree, gates, exceptions)
         metrics["starvation"]["groups_below_share_beyond_window"] = [
             self.tree.paths[i]
@@ -346,6 +359,21 @@ class MetricsRecorder:
             and v < gates.share_floor
         ]
         return metrics
+
+    def _waits_by_team_and_size(self, metrics: dict[str, Any], horizon: float) -> None:
+        """wait p50/p90 of each top-level group's jobs (groups.<top>) and by job size (sizes)."""
+        by_team: dict[str, list[float]] = {}
+        by_size: dict[str, list[float]] = {}
+        for j in self.jobs.values():
+            w = (j.first_start if j.first_start is not None else horizon) - j.submit
+            by_team.setdefault(team_of(j.group), []).append(w)
+            size = size_of(j.gpus)
+            if size is not None:
+                by_size.setdefault(size, []).append(w)
+        for i in self.tree.top:
+            path = self.tree.paths[i]
+            metrics["groups"][path].update(waits_summary(by_team.get(path, ())))
+        metrics["sizes"] = {name: waits_summary(by_size[name]) for name, _, _ in SIZES if name in by_size}
 
     def forecast_accuracy(self, forecasts: dict[str, float | None], every: int) -> dict[str, Any]:
         """How far actual starts were from the starts forecast when the jobs arrived (docs/formats.md

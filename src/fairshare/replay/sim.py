@@ -126,7 +126,7 @@ class Simulator:
         self.progress = progress
         self.setup = EngineSetup(
             tree=tree,
-            knobs=policy.scheduling.knobs(),
+            knobs=policy.knobs(),
             gpu_rates=dict(policy.gpu_rates),
             nodes=cluster.nodes,
             window=policy.window,
@@ -264,7 +264,7 @@ class Simulator:
         if plan.stall_at is not None:
             self.push(plan.stall_at, Rank.LATER, Stall(s.job, tr.run))
             self.push(plan.stall_at + job.request.max_stall, Rank.LATER, Wake())
-        self.metrics.job_started(s.job, t)
+        self.metrics.job_started(s.job, t, job.request.gpus, plan.overhead)
         nodes = self.cluster.nodes
         self.emit(
             {
@@ -289,7 +289,7 @@ class Simulator:
             tr.stall_done = True
         tr.run += 1
         self.engine.preempted(p.job, p.reason, p.by, lost, tr.kept)
-        self.metrics.job_preempted(p.job, t, lost)
+        self.metrics.job_preempted(p.job, t, lost, p.by)
         self.emit(
             {"t": t, "type": "preempt", "job": p.job, "reason": p.reason, "by": p.by, "lost_gpu_s": lost}
         )

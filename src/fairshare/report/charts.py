@@ -33,6 +33,7 @@ _POLICY_COLORS = {
     "fifo": "#7f7f7f",
     "priority-labels": "#ff7f0e",
     "slurm-multifactor": "#9467bd",
+    "slurm-multifactor-firstfit": "#c5b0d5",
 }
 _SPARE_COLORS = ("#2ca02c", "#d62728", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 _GROUP_COLORS = (

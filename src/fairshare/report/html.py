@@ -35,12 +35,18 @@ CHART_CAPTIONS: dict[str, str] = {  # chart name (fairshare.report.charts.CHARTS
 POLICY_DESCRIPTIONS = {
     "fairshare": "rolling-window debt ordering with execution contracts: the group furthest below its share "
     "over the window goes first; running jobs keep a protected window and checkpoints bound "
-    "the work lost when they are preempted.",
+    "the work lost when they are preempted; within a group, least attained service first; no job "
+    "is preempted more than 3 times, and no team takes back from a team that took from it within "
+    "the window.",
     "fifo": "first come, first served; a later job that fits may start when earlier ones cannot "
     "(no reservation, no preemption).",
     "priority-labels": "high > medium > low labels, first come first served within a label; a higher label "
     "may preempt a lower one once its protected window has passed.",
-    "slurm-multifactor": "Slurm-style multifactor priority: half-life decayed fair-share plus job age.",
+    "slurm-multifactor": "Slurm's multifactor priority (half-life decayed fair-share plus job age) with "
+    "its main scheduler (strict priority) and conservative backfill on the jobs' declared time "
+    "limits (estimates).",
+    "slurm-multifactor-firstfit": "the same priority, first fit (any job that fits starts, nothing "
+    "reserved): the model before issue 10, not Slurm.",
 }
 _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#222;margin:0;background:#fafafa}

@@ -219,6 +219,33 @@ def _forecast_rows(results: Sequence[ReplayResult], row: Callable[[str, Cell], R
     return out
 
 
+def _waits(*keys: str) -> Cell:
+    return lambda m: _pair(*(fmt_duration(dig(m, *keys, k)) for k in ("wait_p50_s", "wait_p90_s")))
+
+
+def _team_size_rows(results: Sequence[ReplayResult], row: Callable[[str, Cell], Row]) -> list[Row]:
+    """Wait to start p50 / p90 of each team (top-level group) and each job size."""
+    out = [Row("Wait to start by team, p50 / p90", heading=True)]
+    out.extend(row(g, _waits("groups", g)) for g in top_level_groups(results))
+    sizes = [n for n in ("1", "2-4", "5-8", ">8") if any(dig(r.metrics, "sizes", n) for r in results)]
+    if sizes:
+        out.append(Row("Wait to start by job size (GPUs), p50 / p90", heading=True))
+    out.extend(row(f"{n} GPUs", _waits("sizes", n)) for n in sizes)
+    return out
+
+
+def _per_job(m: Mapping[str, Any]) -> str:
+    per = dig(m, "churn", "preemptions_per_preempted_job")
+    if not isinstance(per, Mapping) or number(per.get("p50")) is None:
+        return NA
+    return " / ".join(f"{number(per.get(k)):g}" for k in ("p50", "p99", "max"))
+
+
+def _flip_flops(m: Mapping[str, Any]) -> str:
+    n = fmt_int(dig(m, "churn", "flip_flops"))
+    return n if n == NA else f"{n} ({fmt_pct(dig(m, 'churn', 'flip_flop_pct'))})"
+
+
 def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
     """The comparison rows, one cell per result (policy), in a fixed order."""
     ms = [r.metrics for r in results]
@@ -240,10 +267,16 @@ def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
         Row("Share delivery (delivered / owed)", heading=True),
         *(row(g, _at(fmt_ratio_pct, "groups", g, "share_delivery")) for g in top_level_groups(results)),
         row("overall", _at(fmt_ratio_pct, "delivery_overall")),
+        *_team_size_rows(results, row),
         Row("Preemption", heading=True),
         row("lost work GPU-h", _at(fmt_num, "lost_work_gpu_h")),
         row("lost work %", _at(fmt_pct, "lost_work_pct")),
         row("preemptions", _at(fmt_int, "preemptions")),
+        row("jobs preempted", _at(fmt_int, "churn", "preempted_jobs")),
+        row("per preempted job p50 / p99 / max", _per_job),
+        row("flip-flops", _flip_flops),
+        row("restart overhead GPU-h", _at(fmt_num, "churn", "restore_startup_gpu_h")),
+        row("lost + restart overhead %", _at(fmt_pct, "churn", "lost_plus_restore_pct")),
         Row("Capacity", heading=True),
         row("occupancy", _at(fmt_ratio_pct, "occupancy")),
         row("fragmented GPU-h", _at(fmt_num, "fragmented_gpu_h")),

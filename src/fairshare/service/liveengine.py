@@ -13,7 +13,7 @@ record per job (submitted, first and last start, end, runs, preemptions) for the
 integrates *unallocated* usage per tree node over the window (usage above the node's static
 entitlement, static fraction x C(t), at each instant) with a listener.
 
-`replay(engine, events)` applies stored journal events with public calls only (the recovery path
+`replay(engine, events)` applies stored journal events as `EngineState.rebuild` does (the recovery path
 and a follower's tail); `rebuild(...)` makes a fresh engine from the journal's first `setup` record.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core.model import JobRequest, Node, ResolvedException
 from ..core.placement import Alloc
-from ..core.snapshot import Decisions, Hold, RunView
+from ..core.snapshot import RunView
 from ..core.strategies import Strategy, get_strategy
 from ..core.tree import TreeIndex
 from ..engine.events import Event
@@ -246,18 +246,9 @@ def setup_of(policy: Policy, nodes: Sequence[Node]) -> EngineSetup:
 
 
 def replay(engine: LiveEngine, events: Iterable[Event]) -> None:
-    """Apply journal events to `engine` (public calls only; as EngineState.rebuild does)."""
-    for ev in events:
-        if ev.kind == SETUP:
-            continue
-        if ev.kind == "snapshot":
-            engine.snapshot()
-        elif ev.kind == "applied":
-            holds, reservation = ev.args
-            engine.snapshot()
-            engine.apply(Decisions((), (), tuple(Hold(j, r, {}) for j, r in holds), reservation))
-        else:
-            getattr(engine, ev.kind)(*ev.args)
+    """Apply journal events to `engine` (as EngineState.rebuild does; the setup record is not an
+    engine call)."""
+    engine.replay(ev for ev in events if ev.kind != SETUP)
 
 
 @dataclass(frozen=True)
