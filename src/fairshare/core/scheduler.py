@@ -241,6 +241,7 @@ class _Pass:
         first type)."""
         index, view = self.s.index, self.view
         held = view.held
+        excluded = view.overlay.keys() | held.keys()
         best: tuple[int, tuple[int, ...]] | None = None
         for ty in shape.types if shape.types is not None else range(len(index.types)):
             # nodes the pass changed, plus enough of the others from the fullest buckets down
@@ -254,7 +255,7 @@ class _Pass:
                     break
                 if not bucket:
                     continue
-                fresh = heapq.nsmallest(need, (i for i in bucket if i not in view.overlay and i not in held))
+                fresh = heapq.nsmallest(need, bucket - excluded)
                 ranked.extend((-view.free(i), i) for i in fresh)
                 need -= len(fresh)
             if len(ranked) < shape.nodes:
