@@ -36,7 +36,8 @@ from ..core.tree import TreeIndex
 from ..engine.events import Event
 from ..engine.ledger import Ledger
 from ..engine.owed import effective_shares
-from ..engine.state import EngineSetup, EngineState
+from ..engine.setup import EngineSetup
+from ..engine.state import EngineState
 from ..inputs.policy import Policy
 
 SETUP = "setup"  # the journal's first record: policy sha, nodes, strategy (not an engine call)
