@@ -348,8 +348,8 @@ def test_a_new_tree_carries_usage_by_path_cancels_waiting_jobs_of_gone_leaves_an
     # every run goes on (the change never preempts), on its new leaf or charged to the node named
     assert set(e.running) == {"a1", "b1", "a3"} and set(e.pending.jobs) == {"a2", "b2"} - set(rejected)
     where = tree.index()
-    for jid, path in detached.items():
-        assert e.detached[jid] == (where[path] if path else -1)
+    for jid, charged_to in detached.items():
+        assert e.detached[jid] == (where[charged_to] if charged_to else -1)
         assert jid not in e.by_leaf.get(e.running[jid].job.leaf, {})  # no victim
     for jid, view in e.running.items():
         if jid not in detached:
