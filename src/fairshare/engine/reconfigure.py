@@ -85,6 +85,7 @@ def reconfigure(e: EngineState, setup: EngineSetup) -> Reconfigured:
     remap = [where.get(p, -1) for p in old.paths]  # old node -> new node, -1: gone
     new_leaves = set(new.leaves)
     rates_changed = dict(setup.gpu_rates) != e.rates
+    slack = setup.knobs.deadline_slack if setup.knobs.deadline_slack != e.knobs.deadline_slack else None
 
     e.setup, e.tree, e.knobs, e.rates = setup, new, setup.knobs, dict(setup.gpu_rates)
     if e.strategy.name in STRATEGIES:  # the preemption switch is a knob
@@ -101,7 +102,7 @@ def reconfigure(e: EngineState, setup: EngineSetup) -> Reconfigured:
         """The new id of the nearest of node and its ancestors (old ids) whose path survives."""
         return next((remap[a] for a in old.leaf_ancestors[node] if remap[a] >= 0), -1)
 
-    rejected = _pending(e, setup, remap, new_leaves, rates_changed)
+    rejected = _pending(e, setup, remap, new_leaves, rates_changed, slack)
     detached = _running(e, remap, new_leaves, rates_changed, surviving)
 
     n = len(new.paths)
@@ -130,9 +131,15 @@ def reconfigure(e: EngineState, setup: EngineSetup) -> Reconfigured:
 
 
 def _pending(
-    e: EngineState, setup: EngineSetup, remap: Sequence[int], leaves: set[int], rates_changed: bool
+    e: EngineState,
+    setup: EngineSetup,
+    remap: Sequence[int],
+    leaves: set[int],
+    rates_changed: bool,
+    slack: float | None,
 ) -> list[tuple[str, str]]:
-    """Queues rebuilt on the new leaves with the new sort keys; the jobs that cannot stay, out."""
+    """Queues rebuilt on the new leaves with the new sort keys; the jobs that cannot stay, out.
+    `slack`: the new deadline slack when it changed (deadline jobs wake at latest start - slack)."""
     jobs = list(e.pending.jobs.values())
     e.pending, e.fast_q = PendingQueues(), []
     rejected: list[tuple[str, str]] = []
@@ -151,8 +158,8 @@ def _pending(
             if job.cls in e.fast:
                 bisect.insort(e.fast_q, (job.seq, job.id))
             entry = e.deadline_entry.get(job.id)
-            if entry is not None and entry[0] - setup.knobs.deadline_slack > e.t:
-                e._push(entry[0] - setup.knobs.deadline_slack, "wake", None)
+            if slack is not None and entry is not None and entry[0] - slack > e.t:
+                e._push(entry[0] - slack, "wake", None)
             continue
         entry = e.deadline_entry.pop(was.id, None)
         if entry is not None:
