@@ -279,3 +279,190 @@ def test_journal_events_round_trip_through_json() -> None:
     again = [Event.from_json(json.loads(json.dumps(e.as_json()))) for e in events]
     assert again == events
     assert math.isfinite(again[1].args[0].estimate)
+
+
+# ---------------------------------------------------------------------- a new policy from now (reconfigure)
+def _tree(*spec: tuple[str, float] | tuple[str, float, tuple[Group, ...]]) -> TreeIndex:
+    return TreeIndex.build([Group(*s) for s in spec])
+
+
+def _node(i: int = 0) -> Node:
+    return Node(f"n-{i:03d}", "n", 8, "H100", 64.0, 512.0, "n-b0")
+
+
+def _setup(tree: TreeIndex, **over: Any) -> EngineSetup:
+    base = EngineSetup(tree, Knobs(), {"H100": 1.0}, (_node(0), _node(1)), 168 * 100.0)
+    return dataclasses.replace(base, **over)
+
+
+def _busy_engine(journal: list[Event] | None = None) -> EngineState:
+    """a and b each run a 4-GPU job and an 8-GPU one from 0 (both nodes full); at 1000 a2 and b2
+    wait; the ledger holds 1000 s of usage."""
+    e = EngineState(_setup(_tree(("a", 50), ("b", 50))), get_strategy("fairshare"), journal=journal)
+    e.begin(0.0)
+    for jid, group, leaf, gpus, node in (("a1", "a", 0, 4, 0), ("b1", "b", 1, 4, 0), ("a3", "a", 0, 8, 1)):
+        e.submit(request(jid, group, leaf, 0.0, gpus))
+        e.started(jid, ((node, gpus),), float(gpus))
+    e.begin(1000.0)
+    e.submit(request("a2", "a", 0, 1000.0, 4))
+    e.submit(request("b2", "b", 1, 1000.0, 4, cls="eval"))
+    return e
+
+
+def _by_path(e: EngineState) -> dict[str, list[float]]:
+    e._flush()
+    return {p: e.ledger.sums[:, i].tolist() for i, p in enumerate(e.tree.paths)}
+
+
+@pytest.mark.parametrize(
+    ("tree", "rejected", "detached"),
+    [
+        pytest.param(_tree(("a", 50), ("b", 50), ("c", 20)), {}, {}, id="add"),
+        pytest.param(_tree(("a", 50)), {"b2": "leaf_removed"}, {"b1": None}, id="remove"),
+        pytest.param(_tree(("a", 50), ("c", 50)), {"b2": "leaf_removed"}, {"b1": None}, id="rename"),
+        pytest.param(_tree(("b", 50), ("a", 50)), {}, {}, id="reorder"),
+        pytest.param(
+            _tree(("a", 50, (Group("x", 1), Group("y", 1))), ("b", 50)),
+            {"a2": "leaf_removed"},
+            {"a1": "a", "a3": "a"},
+            id="leaf-becomes-inner",
+        ),
+        pytest.param(
+            _tree(("ml", 50, (Group("a", 1),)), ("b", 50)),
+            {"a2": "leaf_removed"},
+            {"a1": None, "a3": None},
+            id="move",
+        ),
+    ],
+)
+def test_a_new_tree_carries_usage_by_path_cancels_waiting_jobs_of_gone_leaves_and_keeps_their_runs(
+    tree: TreeIndex, rejected: dict[str, str], detached: dict[str, str | None]
+) -> None:
+    e = _busy_engine()
+    before = _by_path(e)
+    done = e.reconfigure(_setup(tree))
+    assert dict(done.rejected) == rejected and dict(done.detached) == detached
+    after = _by_path(e)
+    for path, sums in after.items():
+        assert sums == before.get(path, [0.0, 0.0]), path  # a surviving path keeps its usage, a new one none
+    # every run goes on (the change never preempts), on its new leaf or charged to the node named
+    assert set(e.running) == {"a1", "b1", "a3"} and set(e.pending.jobs) == {"a2", "b2"} - set(rejected)
+    where = tree.index()
+    for jid, charged_to in detached.items():
+        assert e.detached[jid] == (where[charged_to] if charged_to else -1)
+        assert jid not in e.by_leaf.get(e.running[jid].job.leaf, {})  # no victim
+    for jid, view in e.running.items():
+        if jid not in detached:
+            assert e.by_leaf[view.job.leaf][jid] == view and tree.paths[view.job.leaf] == view.job.group
+    used = e.rates_now()[1]
+    for i, p in enumerate(tree.paths):
+        # a node's running charge: the runs on it or below it (a run charged to no node counts 0)
+        charged = sum(r.charge for r in e.running.values() if i in tree.leaf_ancestors[r.job.leaf])
+        assert used[i] == charged, p
+    # the next pass preempts none of the runs whose leaf is gone, and they end normally
+    e.begin(2000.0)
+    e.settle()
+    d = decide(e.snapshot(), e.strategy)
+    assert not {p.job for p in d.preempts} & set(detached)
+    for jid in detached:
+        e.finished(jid)
+    assert not e.detached and e.demand.directs == 0
+    assert all(u == 0.0 for u in e.demand.direct_used)
+
+
+def test_a_pending_job_of_a_class_the_policy_no_longer_has_is_cancelled_with_the_reason() -> None:
+    e = _busy_engine()
+    done = e.reconfigure(_setup(e.tree, classes=frozenset({"train"})))
+    assert done.rejected == (("b2", "class_removed"),) and set(e.pending.jobs) == {"a2"}
+    assert e.demand.node_pending[1] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("order", "first"),
+    [("submit", "a4"), ("shortest", "a5"), ("las", "a4")],
+    ids=str,
+)
+def test_a_knob_change_rekeys_every_pending_job(order: str, first: str) -> None:
+    e = EngineState(_setup(_tree(("a", 50), ("b", 50))), get_strategy("fairshare"))
+    e.begin(0.0)
+    for i in (0, 1):
+        e.submit(request(f"b{i}", "b", 1, 0.0, 8))
+        e.started(f"b{i}", ((i, 8),), 8.0)
+    e.submit(request("a4", "a", 0, 1.0, 8, estimate=7200.0))
+    e.submit(request("a5", "a", 0, 2.0, 8, estimate=600.0))
+    e.states["a5"].attained = 100.0  # a5 ran before: last under las
+    e.reconfigure(_setup(e.tree, knobs=Knobs(leaf_order=order)))
+    assert e.keyed == (order != "submit")
+    (queue,) = [q for (leaf, _, _), q in e.pending.queues.items() if leaf == 0]
+    assert queue[0][1] == first
+    e.begin(10.0)
+    assert decide(e.snapshot(), e.strategy, explain=True).order[0] == first
+
+
+def test_knob_changes_rebuild_the_derived_state() -> None:
+    e = _busy_engine()
+    assert e.fast == {"debug"} and e.strategy.victims.preempts
+    knobs = Knobs(fast_classes=("eval",), preemption="none", decay_half_life=3600.0)
+    e.reconfigure(_setup(e.tree, knobs=knobs))
+    assert e.fast == {"eval"} and e.fast_q == [(2, "b2")]
+    assert not e.strategy.victims.preempts  # fairshare's preemption switch
+    assert e.knobs is knobs and e.setup.knobs is knobs
+
+
+def test_new_gpu_rates_apply_from_now_only() -> None:
+    e = _busy_engine()
+    a = e.tree.index()["a"]
+    assert _by_path(e)["a"][1] == 12 * 1000.0
+    e.reconfigure(_setup(e.tree, gpu_rates={"H100": 2.0}))
+    assert e.fleet.capacity == 32.0 and e.running["a1"].charge == 8.0 and e.pending.jobs["a2"].charge == 8.0
+    e.begin(1500.0)
+    e._flush()
+    assert e.ledger.deliv_sum[a] == 12 * 1000.0 + 24 * 500.0
+
+
+@pytest.mark.parametrize(
+    ("window", "kept"),
+    [
+        pytest.param(168 * 100.0, 12 * 1000.0, id="same"),
+        pytest.param(168 * 200.0, 12 * 1000.0, id="longer: keeps what the old window had"),
+        pytest.param(168 * 5.0, 12 * 835.0, id="shorter: only the new window's history"),
+    ],
+)
+def test_a_new_window_applies_from_now(window: float, kept: float) -> None:
+    e = _busy_engine()
+    e.reconfigure(_setup(e.tree, window=window))
+    a = e.tree.index()["a"]
+    assert e.ledger.width == window / 168
+    assert e.ledger.deliv_sum[a] == pytest.approx(kept)
+    e.begin(1100.0)  # and it integrates on the new grid
+    e._flush()
+    assert e.ledger.deliv_sum[a] == pytest.approx(kept + 12 * 100.0 if window > 1000 else 12 * 835.0)
+
+
+def test_state_rebuilt_from_a_journal_with_a_reconfigure_equals_the_live_one() -> None:
+    journal: list[Event] = []
+    e = _busy_engine(journal)
+    new = _setup(
+        _tree(("a", 30, (Group("x", 1), Group("y", 2))), ("c", 70)),
+        knobs=Knobs(leaf_order="shortest", deadline_slack=60.0),
+        gpu_rates={"H100": 1.5},
+        window=168 * 50.0,
+        classes=frozenset({"train", "eval"}),
+    )
+    e.reconfigure(new)
+    e.begin(1200.0)
+    e.submit(request("c6", "c", 3, 1200.0, 8))
+    e.settle()
+    actions = e.apply(decide(e.snapshot(), e.strategy))
+    for s in actions.starts:
+        e.started(s.job, s.alloc, s.charge)
+    e.begin(1300.0)
+    e.finished("a1")
+    stored = [json.loads(json.dumps(ev.as_json())) for ev in journal]
+    again = [Event.from_json(x) for x in stored]
+    assert next(ev for ev in again if ev.kind == "reconfigure").args[0] == new
+    rebuilt = EngineState.rebuild(_setup(_tree(("a", 50), ("b", 50))), get_strategy("fairshare"), again)
+    assert _internals(rebuilt) == _internals(e)
+    assert rebuilt.detached == e.detached and rebuilt.tree == e.tree
+    live = copy.deepcopy(e)
+    assert _canonical(rebuilt.snapshot()) == _canonical(live.snapshot())

@@ -32,7 +32,7 @@ _EXPORTS = {
     "Knobs": "core.model",
     "Node": "core.model",
     "TreeIndex": "core.tree",
-    "EngineSetup": "engine.state",
+    "EngineSetup": "engine.setup",
     "EngineState": "engine.state",
     "InputError": "errors",
     "Cluster": "inputs.cluster",
@@ -93,7 +93,8 @@ if TYPE_CHECKING:
     from .core.snapshot import Decisions, Hold, Preempt, Snapshot, Start
     from .core.strategies import STRATEGIES, Strategy, get_strategy
     from .core.tree import TreeIndex
-    from .engine.state import EngineSetup, EngineState
+    from .engine.setup import EngineSetup
+    from .engine.state import EngineState
     from .errors import InputError
     from .inputs.cluster import Cluster, load_cluster
     from .inputs.policy import Policy, load_policy

@@ -5,6 +5,7 @@ the dashboard's files, bad requests (4xx, never 5xx)."""
 from __future__ import annotations
 
 import math
+import time
 
 from fastapi.testclient import TestClient
 
@@ -107,6 +108,28 @@ def test_metrics_status_usage_and_the_dashboard(live: Live) -> None:
     assert live.client.get("/static/dashboard.js").status_code == 200
     assert live.client.get("/static/dashboard.css").headers["content-type"].startswith("text/css")
     assert live.client.get("/static/secrets.txt").status_code == 404
+
+
+def test_a_policy_with_a_new_tree_put_through_the_api_applies_from_the_next_pass(live: Live) -> None:
+    text = live.get("viewer", "/api/policy").json()["text"]
+    r = live.client.put(
+        "/api/policy",
+        headers=live.h("admin"),
+        json={"text": text.replace("name: ops", "name: infra"), "note": "rename"},
+    )
+    assert r.status_code == 200 and r.json()["changed"], r.text
+    sha = r.json()["policy"]["sha256"]
+    end = time.monotonic() + 30
+    while live.loop.engine is None or live.loop.engine.policy_sha != sha:
+        assert time.monotonic() < end, "the loop never applied the new version"
+        live.clock.t += 1.0
+        live.loop.wake.set()
+        time.sleep(0.05)
+    applied = live.get("admin", "/api/decisions?kind=policy_applied").json()["decisions"]
+    assert any(d["evidence"]["sha256"] == sha and d["evidence"]["changes"] for d in applied)
+    status = live.get("viewer", "/api/status").json()
+    assert status["loop"]["policy_not_applied"] is None
+    assert live.get("viewer", "/api/usage?node=infra").status_code == 200
 
 
 def test_without_a_loop_the_live_endpoints_answer_503(policy_store: Store) -> None:

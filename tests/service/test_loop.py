@@ -135,7 +135,7 @@ def test_a_second_loop_follows_the_journal_and_takes_over(tmp_path: object) -> N
         reader._reset()
 
 
-def test_policy_changes_apply_from_the_next_pass_and_a_new_tree_is_refused_with_a_reason(db_url: str) -> None:
+def test_policy_changes_apply_from_the_next_pass_a_new_tree_included_and_are_audited(db_url: str) -> None:
     clock = ManualClock()
     scenario = small_scenario()
     with Store.open(db_url, clock) as store:
@@ -147,19 +147,42 @@ def test_policy_changes_apply_from_the_next_pass_and_a_new_tree_is_refused_with_
             v, _, changed = portfolio.put_policy(tx, text, "test", "ops doubles")
         assert changed
         run(loop, clock, 600)
-        assert loop.engine.policy_sha == v.sha256
-        ops = loop.engine.tree.index()["ops"]
-        assert loop.engine.tree.share[ops] == 80
+        e = loop.engine
+        assert e.policy_sha == v.sha256
+        ops = e.tree.index()["ops"]
+        assert e.tree.share[ops] == 80
+        run(loop, clock, 5 * 3600)
+        # a new tree (ops renamed infra): applied from the next pass, whatever waits or runs in ops
+        pending_ops = {j for j, job in e.pending.jobs.items() if job.group == "ops"}
+        running_ops = {j for j, r in e.running.items() if r.job.group == "ops"}
+        assert pending_ops or running_ops
+        vision = e.tree.index()["ml/vision"]
         with store.write() as tx:
-            portfolio.put_policy(tx, text.replace("name: ops", "name: infra"), "test")
-        run(loop, clock, 600)
-        assert loop.engine.policy_sha == v.sha256
-        assert loop.policy_note is not None and "tree changes" in loop.policy_note["why"][0]
+            v2, _, _ = portfolio.put_policy(tx, text.replace("name: ops", "name: infra"), "test", "rename")
+        clock.t += 1.0
+        loop.cycle()
+        assert e.policy_sha == v2.sha256 and loop.policy_note is None
+        assert "infra" in e.tree.index() and "ops" not in e.tree.index()
+        assert e.tree.index()["ml/vision"] == vision
+        assert not pending_ops & set(e.pending.jobs)  # cancelled, with the reason
+        assert running_ops <= set(e.running) | {j for j, r in e.info.items() if r.state == "done"}
         with store.read() as tx:
-            kinds = [r.decision for r in audit.query(tx, limit=None)]
-        assert "policy_applied" in kinds and "policy_not_applied" in kinds
+            records = audit.query(tx, limit=None)
+        applied = [r for r in records if r.decision == "policy_applied" and r.evidence["sha256"] == v2.sha256]
+        assert len(applied) == 1 and "the tree changes" in applied[0].evidence["changes"][0]
+        cancelled = {r.job: r.evidence["reason"] for r in records if r.decision == "policy_cancelled"}
+        assert cancelled == dict.fromkeys(pending_ops, "leaf_removed")
+        recharged = {r.job: r.evidence["charged_to"] for r in records if r.decision == "policy_recharged"}
+        assert recharged == dict.fromkeys(running_ops)  # ops was top-level: no ancestor survives
+        assert "policy_not_applied" not in {r.decision for r in records}
+        run(loop, clock, 3 * 3600)  # the loop goes on: ops's runs end, infra is scheduled
+        assert not e.detached
         again = rebuild(store)
-        assert again.policy_sha == v.sha256 and np.array_equal(again.ledger.sums, loop.engine.ledger.sums)
+        assert again.policy_sha == v2.sha256 and again.tree == e.tree
+        assert np.array_equal(again.ledger.sums, e.ledger.sums)
+        assert np.array_equal(again.unallocated.ledger.sums, e.unallocated.ledger.sums)
+        assert again.timers == e.timers and set(again.pending.jobs) == set(e.pending.jobs)
+        assert {k: v.state for k, v in again.info.items()} == {k: v.state for k, v in e.info.items()}
         loop._reset()
 
 

@@ -1,6 +1,8 @@
 """Engine state: the execution plane's bookkeeping every driver shares (DESIGN.md §4)."""
 
 from .events import Event
-from .state import Actions, EngineSetup, EngineState, RatesListener
+from .reconfigure import Reconfigured
+from .setup import EngineSetup
+from .state import Actions, EngineState, RatesListener
 
-__all__ = ["Actions", "EngineSetup", "EngineState", "Event", "RatesListener"]
+__all__ = ["Actions", "EngineSetup", "EngineState", "Event", "RatesListener", "Reconfigured"]

@@ -41,14 +41,49 @@ class Demand:
             for a in tree.leaf_ancestors[leaf]:
                 self.up[leaf, a] = 1.0
         self.pending_shapes: Counter[tuple[tuple[str, ...] | None, int, int]] = Counter()
+        # runs charged straight to a tree node, a leaf or not: a reconfigure removed their leaf
+        # (fairshare.engine.reconfigure); their charge and count per node
+        self.direct_used = [0.0] * n
+        self.direct_n = [0] * n
+        self.directs = 0
 
     def _leaf_changed(self, leaf: int) -> None:
         """Re-add the leaf's ancestors from their children (exact: no running float residue)."""
+        if self.directs:
+            self._node_changed(leaf)
+            return
         pending, used, children = self.node_pending, self.node_used, self.tree.children
         pending[leaf], used[leaf] = self.leaf_pending[leaf], self.leaf_used[leaf]
         for a in self.tree.leaf_ancestors[leaf][1:]:
             pending[a] = sum(pending[c] for c in children[a])
             used[a] = sum(used[c] for c in children[a])
+
+    def _node_changed(self, node: int) -> None:
+        """Re-add the node and its ancestors, each with its direct charge."""
+        pending, used, children = self.node_pending, self.node_used, self.tree.children
+        direct = self.direct_used
+        for a in self.tree.leaf_ancestors[node]:
+            kids = children[a]
+            if kids:
+                pending[a] = sum(pending[c] for c in kids)
+                used[a] = sum(used[c] for c in kids) + direct[a]
+            else:
+                pending[a], used[a] = self.leaf_pending[a], self.leaf_used[a] + direct[a]
+
+    def add_direct(self, node: int, charge: float) -> None:
+        """A run charged straight to `node` (its own leaf is gone); node -1: charged to no node."""
+        if node >= 0:
+            self.direct_used[node] += charge
+            self.direct_n[node] += 1
+            self.directs += 1
+            self._node_changed(node)
+
+    def remove_direct(self, node: int, charge: float) -> None:
+        if node >= 0:
+            self.direct_n[node] -= 1
+            self.directs -= 1
+            self.direct_used[node] = self.direct_used[node] - charge if self.direct_n[node] else 0.0
+            self._node_changed(node)
 
     def type_charges(self, job: JobRequest) -> list[tuple[int, float]]:
         """(type id, charge on a node of that type) for every GPU type the job may use."""

@@ -22,6 +22,7 @@ Kinds, in the order a driver makes them within one instant:
                      whether it ran a backfill cycle (slurm-multifactor)
     advance t, flush the clock moves to t without firing timers, the ledger is integrated up to
                      it (a driver's last instant)
+    reconfigure      a new policy applies from now (EngineSetup as JSON; fairshare.engine.reconfigure)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 
 from ..core.model import JobRequest
 from ..core.placement import Alloc
+from .setup import EngineSetup
 
 Reservation = tuple[str, tuple[int, ...]] | None
 
@@ -58,6 +60,8 @@ class Event:
 def _plain(value: Any) -> Any:
     if isinstance(value, JobRequest):
         return dataclasses.asdict(value)
+    if isinstance(value, EngineSetup):
+        return value.as_json()
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return value
@@ -89,7 +93,12 @@ def _applied(args: list[Any]) -> tuple[Any, ...]:
     return (holds, reservation, *(bool(b) for b in args[2:3]))  # whether it backfilled, when given
 
 
+def _setup(args: list[Any]) -> tuple[Any, ...]:
+    return (EngineSetup.from_json(args[0]),)
+
+
 _DECODE = {
+    "reconfigure": _setup,
     "submit": _request,
     "started": _started,
     "drain": _nodes,

@@ -66,3 +66,12 @@ class Fleet:
             self.idle_available += free
             self.idle_t[ty] += free
             self.index.set_available(i, True)
+
+    def rerate(self, rates: list[float]) -> None:
+        """New GPU rates per node from now (a reconfigure): C(t) and its per-type parts again."""
+        self.rates = rates
+        cap = [0.0] * len(self.cap_t)
+        for i, n in enumerate(self.index.nodes):
+            counted = n.gpus - self.index.free[i] if i in self.draining else n.gpus
+            cap[self.index.node_type[i]] += rates[i] * counted
+        self.cap_t, self.capacity = cap, sum(cap)

@@ -31,40 +31,28 @@ import bisect
 import dataclasses
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..core.contract import latest_start, overhead_of
-from ..core.model import TIME_EPS, JobRequest, Knobs, Node, ResolvedException
+from ..core.model import TIME_EPS, JobRequest
 from ..core.placement import Alloc, FreeIndex
 from ..core.scheduler import deadline_due, may_be_victim
 from ..core.snapshot import Decisions, JobState, PendingQueues, Preempt, RunView, Snapshot, Start
 from ..core.strategies import Strategy
-from ..core.tree import TreeIndex
 from .demand import Demand
 from .events import Event, Reservation
 from .fleet import Fleet
 from .ledger import DecayLedger, Ledger, Vec
 from .owed import effective_shares, water_fill
+from .reconfigure import Reconfigured, reconfigure
+from .setup import EngineSetup
 
 _NONE: frozenset[int] = frozenset()
 _NONE_S: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class EngineSetup:
-    """What an engine is built from: the policy's tree, knobs, GPU rates, window and exceptions
-    (placed on the driver's clock) and the cluster's nodes, in the order node indexes refer to."""
-
-    tree: TreeIndex
-    knobs: Knobs
-    gpu_rates: Mapping[str, float]
-    nodes: tuple[Node, ...]
-    window: float
-    exceptions: tuple[ResolvedException, ...] = ()
 
 
 class RatesListener(Protocol):
@@ -106,6 +94,7 @@ class EngineState:
         self.pending = PendingQueues()
         self.running: dict[str, RunView] = {}
         self.by_leaf: dict[int, dict[str, RunView]] = {}
+        self.detached: dict[str, int] = {}  # runs whose leaf a reconfigure removed -> node charged
         self.hung_since: dict[str, float] = {}  # job -> since when it makes no progress
         self.deadline_q: list[tuple[float, int, str]] = []  # (latest start, seq, job), sorted
         self.deadline_entry: dict[str, tuple[float, int, str]] = {}
@@ -170,6 +159,18 @@ class EngineState:
                 self.snapshot()
             else:
                 getattr(self, ev.kind)(*ev.args)
+
+    def reconfigure(self, setup: EngineSetup) -> Reconfigured:
+        """A new policy (tree, knobs, GPU rates, window, exceptions; the same nodes) applies from
+        now: usage carries over by tree path, pending jobs whose leaf or class is gone are
+        cancelled, running ones never preempted by it (the rules: fairshare.engine.reconfigure).
+        Returns the jobs it cancelled and the runs whose leaf is gone, for the driver to audit."""
+        if self.journal is not None:
+            self.journal.append(Event("reconfigure", (setup,)))
+        return self._reconfigure(setup)
+
+    def _reconfigure(self, setup: EngineSetup) -> Reconfigured:
+        return reconfigure(self, setup)
 
     # ------------------------------------------------------------------ timers and the clock
     def _push(self, t: float, kind: str, payload: Any) -> None:
@@ -340,14 +341,17 @@ class EngineState:
     def _stop(self, job_id: str) -> RunView:
         view = self.running.pop(job_id)
         leaf = view.job.leaf
-        del self.by_leaf[leaf][job_id]
-        if not self.by_leaf[leaf]:
-            del self.by_leaf[leaf]
         self.hung_since.pop(job_id, None)
         for i, g in view.alloc:
             self.fleet.change_free(i, g)
-        ty = self.fleet.index.node_type[view.alloc[0][0]]
-        self.demand.remove_run(leaf, ty, view.charge, leaf in self.by_leaf)
+        if self.detached and job_id in self.detached:  # its leaf was removed by a reconfigure
+            self.demand.remove_direct(self.detached.pop(job_id), view.charge)
+        else:
+            del self.by_leaf[leaf][job_id]
+            if not self.by_leaf[leaf]:
+                del self.by_leaf[leaf]
+            ty = self.fleet.index.node_type[view.alloc[0][0]]
+            self.demand.remove_run(leaf, ty, view.charge, leaf in self.by_leaf)
         self.dirty = True
         return view
 
@@ -410,7 +414,8 @@ class EngineState:
         self.hung_since[job_id] = self.t
         view = dataclasses.replace(view, hung_since=self.t)
         self.running[job_id] = view
-        self.by_leaf[view.job.leaf][job_id] = view
+        if job_id not in self.detached:
+            self.by_leaf[view.job.leaf][job_id] = view
         self._push(self.t + view.job.max_stall, "wake", None)
 
     # ------------------------------------------------------------------ nodes
@@ -470,7 +475,7 @@ class EngineState:
         urgent = bool(q) and deadline_due(q[0][0], self.knobs.deadline_slack, self.t)
         for job_id, run in ended:
             view = self.running.get(job_id)
-            if view is not None and self.states[job_id].starts == run:
+            if view is not None and self.states[job_id].starts == run and job_id not in self.detached:
                 ancestors = self.tree.leaf_ancestors[view.job.leaf]
                 if may_be_victim(self.strategy, ancestors, used, owed, urgent):
                     self.need_pass = True

@@ -30,7 +30,8 @@ from ..core.strategies import Strategy, get_strategy
 from ..core.tree import TreeIndex
 from ..engine.events import Event
 from ..engine.forecast import forecast_starts
-from ..engine.state import EngineSetup, EngineState
+from ..engine.setup import EngineSetup
+from ..engine.state import EngineState
 from ..inputs.cluster import Cluster
 from ..inputs.policy import Policy, resolve_exceptions
 from ..inputs.workload import Job

@@ -1,8 +1,11 @@
 """The portfolio in force in the loop: the policy version and the share exceptions that apply now.
 
-A new policy version with the same tree paths, GPU rates and window applies from the next pass
-(`LiveEngine.set_policy`, audited `policy_applied`); another one is stored but not applied, audited
-once as `policy_not_applied` with the reason (the running ledger is indexed by the tree). The
+A new policy version applies from the next pass, tree, GPU rates and window included
+(`LiveEngine.set_policy`, i.e. `EngineState.reconfigure`: usage carried by tree path), audited
+`policy_applied` with what it changes; each pending job it cancels (its group or class is gone) is
+audited `policy_cancelled` with the reason, each running job whose group is gone `policy_recharged`
+with the node now charged. A stored version that cannot be built into an engine setup (its text no
+longer reads under this code) is not applied, audited once as `policy_not_applied`. The
 exceptions in force are the policy file's (by their dates) and the stored ones (by their expiry or
 early end); each change is journaled (`set_exceptions`) and audited (`exception_applied`,
 `exception_expired`).
@@ -14,9 +17,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import InputError
 from ..inputs.policy import Policy
 from .audit import AuditRecord
-from .liveengine import LiveEngine, same_structure
+from .liveengine import LiveEngine, setup_of, what_changes
 from .portfolio import ExceptionRecord, PolicyVersion
 from .timefmt import from_iso, iso
 
@@ -37,23 +41,36 @@ def apply_policy(
         return None
     if note is not None and note.get("sha256") == cur.sha256:
         return note
-    why = same_structure(policies(e.policy_sha), policies(cur.sha256))
-    if why:
+    try:
+        pol = policies(cur.sha256)
+        setup_of(pol, e.nodes)
+    except (InputError, ValueError, KeyError) as exc:
         evidence = {
             "version": cur.version,
             "sha256": cur.sha256,
             "in_force": e.policy_sha,
-            "why": why,
-            "what_to_do": "the running ledger keeps the version in force; a change of tree, GPU rates "
-            "or window needs a new database (not built yet)",
+            "why": [str(exc)],
+            "what_to_do": "store a policy version that reads (PUT /api/policy); the one in force stays",
         }
         audits.append(AuditRecord(now, "policy_not_applied", None, evidence, e.policy_sha))
-        log.warning("policy version %s not applied: %s", cur.version, "; ".join(why))
-        return {"version": cur.version, "sha256": cur.sha256, "why": why}
-    e.set_policy(cur.sha256)
+        log.warning("policy version %s not applied: %s", cur.version, exc)
+        return {"version": cur.version, "sha256": cur.sha256, "why": [str(exc)]}
+    changes = what_changes(policies(e.policy_sha), pol)
+    done = e.set_policy(cur.sha256)
     audits.append(
-        AuditRecord(now, "policy_applied", None, {"version": cur.version, "sha256": cur.sha256}, cur.sha256)
+        AuditRecord(
+            now,
+            "policy_applied",
+            None,
+            {"version": cur.version, "sha256": cur.sha256, "changes": changes},
+            cur.sha256,
+        )
     )
+    for job_id, reason in done.rejected:
+        audits.append(AuditRecord(now, "policy_cancelled", job_id, {"reason": reason}, cur.sha256))
+    for job_id, path in done.detached:
+        evidence = {"reason": "leaf_removed", "charged_to": path}
+        audits.append(AuditRecord(now, "policy_recharged", job_id, evidence, cur.sha256))
     return None
 
 

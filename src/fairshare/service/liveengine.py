@@ -3,8 +3,10 @@
 `LiveEngine` is the engine (fairshare.engine.EngineState) plus what a live driver changes that a
 replay never does, each a journaled call like the engine's own, so a restart rebuilds it exactly:
 
-    set_policy(sha)            a new policy version with the same tree, GPU rates and window: shares,
-                               knobs, classes and the strategy's preemption switch apply from now
+    set_policy(sha)            a new policy version applies from now: tree, shares, knobs, classes,
+                               GPU rates, window and the strategy's preemption switch
+                               (EngineState.reconfigure; pending jobs of a removed group or class
+                               are cancelled, runs are never preempted by it)
     set_exceptions([...])      the share exceptions in force from now (policy file's and stored ones)
     reject(job, reason)        a submission the policy in force cannot take
 
@@ -36,7 +38,9 @@ from ..core.tree import TreeIndex
 from ..engine.events import Event
 from ..engine.ledger import Ledger
 from ..engine.owed import effective_shares
-from ..engine.state import EngineSetup, EngineState
+from ..engine.reconfigure import Reconfigured, remap_ledger
+from ..engine.setup import EngineSetup
+from ..engine.state import EngineState
 from ..inputs.policy import Policy
 
 SETUP = "setup"  # the journal's first record: policy sha, nodes, strategy (not an engine call)
@@ -67,6 +71,7 @@ class Unallocated:
         self.frac = np.array(tree.static_frac, dtype=np.float64)
         self.ledger = Ledger(len(tree.paths), window)
         self.rate = np.zeros(len(tree.paths))
+        self.paths = tree.paths
 
     def rates_changed(self, engine: EngineState) -> None:
         used = np.asarray(engine.used_list, dtype=np.float64)
@@ -153,27 +158,58 @@ class LiveEngine(EngineState):
         if self.journal is not None:
             self.journal.append(Event(kind, args))
 
-    def set_policy(self, sha: str) -> None:
-        """A policy version with the same tree paths, GPU rates and window applies from now."""
+    def set_policy(self, sha: str) -> Reconfigured:
+        """A new policy version applies from now, whatever it changes (EngineState.reconfigure's
+        rules: usage carried by tree path, pending jobs of a removed group or class cancelled,
+        running ones never preempted by it). The exceptions in force are placed on its tree."""
         self._log("set_policy", sha)
         pol = self.policies(sha)
-        tree = TreeIndex.build(pol.tree)
-        self.tree = tree
-        self.knobs = pol.scheduling.knobs()
-        self.strategy = get_strategy(self.strategy.name, pol.scheduling.preemption)
-        self.setup = dataclasses.replace(self.setup, tree=tree, knobs=self.knobs)
-        self.shares = effective_shares(tree, self.setup.exceptions, self.t)
-        self.unallocated.frac = np.array(tree.static_frac, dtype=np.float64)
+        setup = setup_of(pol, self.nodes)
+        setup = dataclasses.replace(setup, exceptions=self._resolved(setup.tree, self.exceptions_in_force))
         self.policy_sha = sha
-        self.dirty = self.need_pass = True
+        return self._reconfigure(setup)
+
+    def _reconfigure(self, setup: EngineSetup) -> Reconfigured:
+        done = super()._reconfigure(setup)
+        self.unallocated.frac = np.array(setup.tree.static_frac, dtype=np.float64)
+        where = setup.tree.index()
+        remap = [where.get(p, -1) for p in self.unallocated.paths]
+        self.unallocated.ledger = remap_ledger(self.unallocated.ledger, remap, len(where), setup.window)
+        self.unallocated.rate = np.zeros(len(where))
+        self.unallocated.paths = setup.tree.paths
+        for job_id, _ in done.rejected:
+            rec = self.info.get(job_id)
+            if rec is not None:
+                rec.state, rec.ended = "cancelled", self.t
+        for job_id in set(self.info) & (set(self.pending.jobs) | set(self.running)):
+            rec = self.info[job_id]
+            job = self.pending.jobs.get(job_id) or self.running[job_id].job
+            rec.request = job
+        return done
+
+    def started_charge(self, view: RunView) -> float:
+        """The charge rate a run started with (its usage record's: a policy change since may charge
+        it at new GPU rates, or to another node, in the ledger)."""
+        rec = self.info.get(view.job.id)
+        return rec.charge if rec is not None and rec.last_start == view.t0 else view.charge
 
     def set_exceptions(self, exceptions: Sequence[Mapping[str, Any]]) -> None:
         """The share exceptions in force from now: [{id, group, extra_share, expires_t, approver,
         reason}] (their expiry instants wake the engine)."""
         self._log("set_exceptions", [dict(e) for e in exceptions])
         self.exceptions_in_force = [dict(e) for e in exceptions]
-        idx = self.tree.index()
-        resolved = tuple(
+        resolved = self._resolved(self.tree, exceptions)
+        self.setup = dataclasses.replace(self.setup, exceptions=resolved)
+        self.shares = effective_shares(self.tree, resolved, self.t)
+        for ex in resolved:
+            if ex.expires_t > self.t:
+                self._push(ex.expires_t, "expiry", None)
+        self.dirty = self.need_pass = True
+
+    @staticmethod
+    def _resolved(tree: TreeIndex, exceptions: Sequence[Mapping[str, Any]]) -> tuple[ResolvedException, ...]:
+        idx = tree.index()
+        return tuple(
             ResolvedException(
                 idx[e["group"]],
                 str(e["group"]),
@@ -185,12 +221,6 @@ class LiveEngine(EngineState):
             for e in exceptions
             if e["group"] in idx
         )
-        self.setup = dataclasses.replace(self.setup, exceptions=resolved)
-        self.shares = effective_shares(self.tree, resolved, self.t)
-        for ex in resolved:
-            if ex.expires_t > self.t:
-                self._push(ex.expires_t, "expiry", None)
-        self.dirty = self.need_pass = True
 
     def applied_exceptions(self) -> list[dict[str, Any]]:
         return [
@@ -217,8 +247,9 @@ class LiveEngine(EngineState):
         return [n.name for n in self.nodes]
 
 
-def same_structure(a: Policy, b: Policy) -> list[str]:
-    """Why policy `b` cannot replace `a` in a running ledger (empty: it can)."""
+def what_changes(a: Policy, b: Policy) -> list[str]:
+    """What policy `b` changes of `a` beyond shares, knobs and classes (for the audit): the tree
+    paths, the GPU rates, the window (EngineState.reconfigure carries usage over each)."""
     why = []
     ta, tb = TreeIndex.build(a.tree), TreeIndex.build(b.tree)
     if ta.paths != tb.paths:
@@ -242,6 +273,7 @@ def setup_of(policy: Policy, nodes: Sequence[Node]) -> EngineSetup:
         nodes=tuple(nodes),
         window=policy.window,
         exceptions=(),
+        classes=frozenset(policy.classes),
     )
 
 

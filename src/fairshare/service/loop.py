@@ -316,14 +316,14 @@ class SchedulerLoop:
                 e.finished(o.job)
             else:
                 e.preempted(o.job, o.reason, o.by, o.lost_gpu_s, o.kept)
-            usage.append(Interval(o.job, view.job.group, view.charge, view.t0, t))
+            usage.append(Interval(o.job, view.job.group, e.started_charge(view), view.t0, t))
         elif isinstance(o, Cancelled):
             if o.job not in e.pending.jobs and o.job not in e.running:
                 return
             view = e.running.get(o.job)
             e.cancelled(o.job)
             if view is not None:
-                usage.append(Interval(o.job, view.job.group, view.charge, view.t0, t))
+                usage.append(Interval(o.job, view.job.group, e.started_charge(view), view.t0, t))
         elif isinstance(o, Hung):
             if o.job not in e.running or o.job in e.hung_since:
                 return

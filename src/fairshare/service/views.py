@@ -239,7 +239,9 @@ def build_view(
         for a in tree.leaf_ancestors[job.leaf]:
             pend_n[a] += 1
             pend_g[a] += job.gpus
-    for rv in e.running.values():
+    for jid, rv in e.running.items():
+        if e.detached.get(jid, 0) < 0:
+            continue  # its group left the policy and no ancestor survived: charged to no group
         for a in tree.leaf_ancestors[rv.job.leaf]:
             run_n[a] += 1
             run_g[a] += rv.job.gpus

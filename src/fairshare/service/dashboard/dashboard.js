@@ -296,7 +296,10 @@ function decisionText(d) {
     case "submit": return `${d.job} submitted by ${e.by}`;
     case "cancel": return `${d.job} cancelled by ${e.by}`;
     case "policy_version": return `policy version ${e.version} stored by ${e.by}`;
-    case "policy_applied": return `policy version ${e.version} in force`;
+    case "policy_applied": return `policy version ${e.version} in force` +
+      ((e.changes || []).length ? `: ${e.changes.join("; ")}` : "");
+    case "policy_cancelled": return `${d.job} cancelled by the new policy (${e.reason})`;
+    case "policy_recharged": return `${d.job} runs on, charged to ${e.charged_to || "no group"} (its group left the policy)`;
     case "policy_not_applied": return `policy version ${e.version} not applied: ${(e.why || []).join("; ")}`;
     case "exception_created": return `exception: +${e.extra_share} share for ${e.group} until ${e.expires} (${e.approver})`;
     case "exception_applied": return `exception in force: +${e.extra_share} share for ${e.group}`;

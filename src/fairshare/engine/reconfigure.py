@@ -1,0 +1,241 @@
+"""A new policy applied to a running engine from its current instant (`EngineState.reconfigure`).
+
+A live driver changes the policy while jobs wait and run; the replay never does. The new setup's
+tree, knobs, GPU rates, window and exceptions apply from the engine's instant t on; the nodes are
+the cluster's and must be the same. The rules, the edge cases with each:
+
+Tree. Nodes are matched by path (a rename is a removal plus an addition).
+  - A path in both trees keeps its usage history: its window ledger columns (owed and delivered,
+    bucket by bucket), its decayed usage and its protection-end record. A new path starts with no
+    usage. A removed path's usage is dropped from the state (it stays in the journal and the audit).
+  - The flip guard's pairs carry over when both sides' paths survive (a pair that is no longer a
+    pair of sides in the new tree is never looked up again); others are dropped.
+  - A pending job whose leaf is gone (removed, or now an inner node) is cancelled with reason
+    `leaf_removed`; one of a class the new policy does not have (`setup.classes`, when the driver
+    gives them) with `class_removed`. The driver gets them back (`Reconfigured.rejected`) to audit.
+  - A running job whose leaf is gone keeps running: the change itself never preempts. From now it
+    is charged to the nearest ancestor of its leaf whose path survives (a charge straight on that
+    node, leaf or not: its usage, demand, owed and debt include it; no other group pays for it).
+    When no ancestor survives (its whole top-level group was removed), it is charged to no node.
+    Either way it is no victim of fair-share or deadline preemption any more (its group is not in
+    the policy), while drains and the hang watchdog still act on it, and it is reported back
+    (`Reconfigured.detached`). A running job of a removed class keeps its leaf and its charge: its
+    class's terms were resolved when it was submitted.
+GPU rates. Usage already integrated keeps the GPU-equivalents of the rates it was charged at.
+  From now, C(t) uses the new rates, a running job is charged at its node's new rate and a
+  pending job's demand is its cheapest charge over the GPU types it may use at the new rates.
+Window. The ledger's window is the new one from now: its ring keeps its number of buckets, of the
+  new width. History still inside the new window is re-bucketed (a bucket's sums spread evenly
+  over its span, as the ledger integrates constant rates); older history is dropped. When the
+  window grows, the ledger holds what the old window had kept and fills up to the new length.
+Knobs. Everything derived from them is rebuilt: the fast lane's classes and queue, the leaf sort
+  keys (every pending job re-keyed: leaf_order "submit", "las" or "shortest"), the strategy's
+  preemption switch (fairshare's `preemption: none`), the backfill flag, the decayed usage's
+  half-life and period (usage and the current period's charge carried; the new period's grid from
+  now), the deadline jobs' wake-ups at their latest start minus the new slack. Timers already set
+  (requeue, backoff grid, gang reservation waits) keep their instants: each only asks for a pass.
+Exceptions: those of the new setup (placed on its tree) are in force from now.
+
+Deterministic: the result depends on the state and the setup only, so a journal with the
+`reconfigure` record rebuilds the same state (EngineState.rebuild).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..core.model import JobRequest
+from ..core.snapshot import PendingQueues, RunView
+from ..core.strategies import STRATEGIES, get_strategy
+from .demand import Demand
+from .ledger import DecayLedger, Ledger
+from .owed import effective_shares
+from .setup import EngineSetup
+
+if TYPE_CHECKING:
+    from .state import EngineState
+
+LEAF_REMOVED = "leaf_removed"
+CLASS_REMOVED = "class_removed"
+
+
+@dataclass(frozen=True)
+class Reconfigured:
+    """What a reconfigure did to jobs, for the driver to carry out and audit: the pending jobs
+    cancelled, (job, reason); the running jobs whose leaf is gone, (job, path charged or None)."""
+
+    rejected: tuple[tuple[str, str], ...] = ()
+    detached: tuple[tuple[str, str | None], ...] = ()
+
+
+def reconfigure(e: EngineState, setup: EngineSetup) -> Reconfigured:
+    """Apply `setup` to `e` from its instant (the rules: the module's docstring)."""
+    if tuple(setup.nodes) != tuple(e.nodes):
+        raise ValueError("a reconfigure keeps the cluster's nodes")
+    e._flush()  # the old rates integrated up to now, into the old tree's ledger
+    old, new, t = e.tree, setup.tree, e.t
+    where = new.index()
+    remap = [where.get(p, -1) for p in old.paths]  # old node -> new node, -1: gone
+    new_leaves = set(new.leaves)
+    rates_changed = dict(setup.gpu_rates) != e.rates
+    slack = setup.knobs.deadline_slack if setup.knobs.deadline_slack != e.knobs.deadline_slack else None
+
+    e.setup, e.tree, e.knobs, e.rates = setup, new, setup.knobs, dict(setup.gpu_rates)
+    if e.strategy.name in STRATEGIES:  # the preemption switch is a knob
+        e.strategy = get_strategy(e.strategy.name, setup.knobs.preemption)
+    s = e.strategy
+    e.fast = frozenset(setup.knobs.fast_classes) if "fast_lane" in s.phases else frozenset()
+    e.backfills = "slurm" in s.phases
+    e.keyed = s.leaf_order and setup.knobs.leaf_order != "submit"
+    if rates_changed:
+        e.fleet.rerate([e.rates.get(n.gpu_type, 1.0) for n in e.nodes])
+    e.demand = Demand(new, e.fleet.index, e.nodes, e.rates)
+
+    def surviving(node: int) -> int:
+        """The new id of the nearest of node and its ancestors (old ids) whose path survives."""
+        return next((remap[a] for a in old.leaf_ancestors[node] if remap[a] >= 0), -1)
+
+    rejected = _pending(e, setup, remap, new_leaves, rates_changed, slack)
+    detached = _running(e, remap, new_leaves, rates_changed, surviving)
+
+    n = len(new.paths)
+    e.ledger = remap_ledger(e.ledger, remap, n, setup.window)
+    if e.decay is not None:
+        decay = DecayLedger(n, setup.knobs.decay_half_life, setup.knobs.decay_period, e.decay.t)
+        decay.usage, decay.accum = _columns(e.decay.usage, remap, n), _columns(e.decay.accum, remap, n)
+        e.decay = decay
+    victims_at = [-math.inf] * n
+    for i, j in enumerate(remap):
+        if j >= 0:
+            victims_at[j] = e.victims_at[i]
+    e.victims_at = victims_at
+    e.took_from = {
+        (remap[a], remap[b]): when for (a, b), when in e.took_from.items() if remap[a] >= 0 and remap[b] >= 0
+    }
+    e.shares = effective_shares(new, setup.exceptions, t)
+    for ex in setup.exceptions:
+        if ex.expires_t > t:
+            e._push(ex.expires_t, "expiry", None)
+    e._owed_key = None
+    e.owed_list, e.used_list = [0.0] * n, [0.0] * n
+    e.rate_rows = np.zeros((2, n))
+    e.dirty = e.need_pass = True
+    return Reconfigured(tuple(rejected), tuple(detached))
+
+
+def _pending(
+    e: EngineState,
+    setup: EngineSetup,
+    remap: Sequence[int],
+    leaves: set[int],
+    rates_changed: bool,
+    slack: float | None,
+) -> list[tuple[str, str]]:
+    """Queues rebuilt on the new leaves with the new sort keys; the jobs that cannot stay, out.
+    `slack`: the new deadline slack when it changed (deadline jobs wake at latest start - slack)."""
+    jobs = list(e.pending.jobs.values())
+    e.pending, e.fast_q = PendingQueues(), []
+    rejected: list[tuple[str, str]] = []
+    for was in jobs:
+        leaf = remap[was.leaf]
+        if leaf not in leaves:
+            rejected.append((was.id, LEAF_REMOVED))
+        elif setup.classes is not None and was.cls not in setup.classes:
+            rejected.append((was.id, CLASS_REMOVED))
+        else:
+            job = _moved(was, leaf)
+            if rates_changed:
+                job = dataclasses.replace(job, charge=min(c for _, c in e.demand.type_charges(job)))
+            e.pending.add(job, e.fleet.index, e._sort_key(job) if e.keyed else None)
+            e.demand.add_pending(job)
+            if job.cls in e.fast:
+                bisect.insort(e.fast_q, (job.seq, job.id))
+            entry = e.deadline_entry.get(job.id)
+            if slack is not None and entry is not None and entry[0] - slack > e.t:
+                e._push(entry[0] - slack, "wake", None)
+            continue
+        entry = e.deadline_entry.pop(was.id, None)
+        if entry is not None:
+            del e.deadline_q[bisect.bisect_left(e.deadline_q, entry)]
+        e.last_hold.pop(was.id, None)
+    return rejected
+
+
+def _running(
+    e: EngineState,
+    remap: Sequence[int],
+    leaves: set[int],
+    rates_changed: bool,
+    surviving: Callable[[int], int],
+) -> list[tuple[str, str | None]]:
+    """Runs on their new leaves (or charged straight to a node: their leaf is gone), in start order."""
+    old_detached, e.detached = e.detached, {}
+    running: dict[str, RunView] = {}
+    e.by_leaf = {}
+    out: list[tuple[str, str | None]] = []
+    for job_id, before in e.running.items():
+        job, node_i = before.job, before.alloc[0][0]
+        charge = job.charge_on(e.nodes[node_i], e.rates) if rates_changed else before.charge
+        leaf = remap[job.leaf]
+        if job_id in old_detached or leaf not in leaves:
+            was = old_detached.get(job_id, job.leaf)
+            node = surviving(was) if was >= 0 else -1
+            if node < 0:  # charged to no node; leaf 0 only indexes it for a pass's bookkeeping
+                node, leaf, charge = -1, 0, 0.0
+            else:
+                leaf = node
+            e.detached[job_id] = node
+            e.demand.add_direct(node, charge)
+            if job_id not in old_detached:
+                out.append((job_id, e.tree.paths[node] if node >= 0 else None))
+        view = dataclasses.replace(before, job=_moved(job, leaf), charge=charge)
+        running[job_id] = view
+        if job_id not in e.detached:
+            e.by_leaf.setdefault(leaf, {})[job_id] = view
+            e.demand.add_run(leaf, e.fleet.index.node_type[node_i], charge)
+    e.running = running
+    return out
+
+
+def _moved(job: JobRequest, leaf: int) -> JobRequest:
+    return job if job.leaf == leaf else dataclasses.replace(job, leaf=leaf)
+
+
+def _columns(values: np.ndarray, remap: Sequence[int], n: int) -> np.ndarray:
+    """Per-node values (last axis: old node ids) on the new tree's ids; new nodes get zeros."""
+    src = [i for i, j in enumerate(remap) if j >= 0]
+    out = np.zeros((*values.shape[:-1], n))
+    out[..., [remap[i] for i in src]] = values[..., src]
+    return out
+
+
+def remap_ledger(old: Ledger, remap: Sequence[int], n: int, window: float) -> Ledger:
+    """`old`'s history on the new tree's nodes and window, from its instant (the module's rules)."""
+    new = Ledger(n, window, old.n_buckets, start=old.t)
+    new.rate = _columns(old.rate, remap, n)
+    if new.width == old.width:
+        new.ring, new.sums = _columns(old.ring, remap, n), _columns(old.sums, remap, n)
+        return new
+    moved = _columns(old.ring, remap, n)
+    B, w0, w1 = old.n_buckets, old.width, new.width
+    lo = max(0.0, (new.bucket - B + 1) * w1)  # where the new window starts: older history dropped
+    for b in range(max(0, old.bucket - B + 1), old.bucket + 1):
+        start, end = b * w0, min((b + 1) * w0, old.t)
+        if end <= start or end <= lo:
+            continue
+        part = moved[b % B]
+        k = int(max(start, lo) // w1)
+        while k <= new.bucket and k * w1 < end:
+            overlap = min(end, (k + 1) * w1) - max(start, lo, k * w1)
+            if overlap > 0:
+                new.ring[k % B] += part * (overlap / (end - start))
+            k += 1
+    new.sums = new.ring.sum(axis=0)
+    return new
