@@ -268,7 +268,7 @@ def setup_of(policy: Policy, nodes: Sequence[Node]) -> EngineSetup:
     tree = TreeIndex.build(policy.tree)
     return EngineSetup(
         tree=tree,
-        knobs=policy.scheduling.knobs(),
+        knobs=policy.knobs(),
         gpu_rates=dict(policy.gpu_rates),
         nodes=tuple(nodes),
         window=policy.window,
