@@ -125,7 +125,7 @@ def main() -> None:
     ap.add_argument("--strategy", default="fairshare")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--forecast-passes", type=int, default=20000, help="bound on the forecast's passes")
+    ap.add_argument("--forecast-passes", type=int, default=200_000, help="bound on the forecast's passes")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
