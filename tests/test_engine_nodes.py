@@ -4,6 +4,7 @@ fairshare.engine.nodes): added, removed, back, changed, of a new GPU type; rebui
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -287,3 +288,19 @@ def test_an_undrain_of_several_nodes_rebuilds_from_the_journal() -> None:
     _rebuilt_equals(e, journal, (N0, N1))
     # journals written before the fix held the indexes as the arguments themselves
     assert Event.from_json({"kind": "undrain", "args": [0, 1]}).args == ((0, 1),)
+
+
+def test_a_policy_change_after_a_node_change_keeps_the_nodes_and_rerates_them() -> None:
+    journal: list[Event] = []
+    e = engine((N0, N1), journal)
+    e.begin(0.0)
+    e.submit(request("a1", "a", 0, 0.0, 4))
+    e.started("a1", ((1, 4),), 4.0)
+    e.set_nodes((N0, A100))  # n1 out (its run counts: 4 GPUs), g0 in
+    assert e.fleet.capacity == 8.0 + 4.0 + 2.0
+    e.reconfigure(dataclasses.replace(e.setup, gpu_rates={"H100": 2.0, "A100": 1.0}))
+    assert e.fleet.capacity == 16.0 + 8.0 + 4.0 and e.setup.nodes == e.nodes
+    e.begin(10.0)
+    e.finished("a1")
+    assert e.fleet.capacity == 16.0 + 4.0
+    _rebuilt_equals(e, journal, (N0, N1))

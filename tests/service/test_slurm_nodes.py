@@ -6,6 +6,7 @@ engine (EngineState.set_nodes; the rules: fairshare.engine.nodes)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -167,3 +168,14 @@ def _engine_after_restart(r: Rig) -> LiveEngine:
     r.loop._reset()
     r.new_loop()
     return _engine(r)
+
+
+def test_a_node_change_the_engine_refuses_is_audited_and_changes_nothing(db: str) -> None:
+    with rig(db) as r:
+        r.tick()
+        e = _engine(r)
+        buf = len(r.loop.buf)
+        odd = dataclasses.replace(e.nodes[0], name="v1", gpu_type="V100")
+        ((kind, evidence),) = e.change_nodes((*e.nodes, odd))
+        assert kind == "nodes_refused" and "'V100' has no rate" in evidence["reason"]
+        assert len(e.nodes) == 4 and len(r.loop.buf) == buf
