@@ -14,6 +14,7 @@ Kinds, in the order a driver makes them within one instant:
     cancelled        a job was withdrawn: it leaves the queue, or its run ends
     preempted        a run ended by preemption: reason, by, lost GPU-seconds, total progress kept
     drain, undrain   nodes (indexes) stop / resume taking work; drain deadline
+    set_nodes        the cluster's nodes now, all of them (Node as JSON; fairshare.engine.nodes)
     hung             a running job stopped making progress (reported by the driver)
     poke             the driver asks for a pass at this instant
     settle           the instant's events are in: judge the runs whose protection ended
@@ -32,9 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.model import JobRequest
+from ..core.model import JobRequest, Node
 from ..core.placement import Alloc
-from .setup import EngineSetup
+from .setup import EngineSetup, node_json, node_of_json
 
 Reservation = tuple[str, tuple[int, ...]] | None
 
@@ -62,6 +63,8 @@ def _plain(value: Any) -> Any:
         return dataclasses.asdict(value)
     if isinstance(value, EngineSetup):
         return value.as_json()
+    if isinstance(value, Node):
+        return node_json(value)
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return value
@@ -86,6 +89,15 @@ def _nodes(args: list[Any]) -> tuple[Any, ...]:
     return (tuple(int(i) for i in args[0]), *args[1:])
 
 
+def _undrain(args: list[Any]) -> tuple[Any, ...]:
+    # journals written before the fix hold the indexes as the arguments themselves
+    return _nodes(args) if args and isinstance(args[0], list) else (tuple(int(i) for i in args),)
+
+
+def _cluster(args: list[Any]) -> tuple[Any, ...]:
+    return (tuple(node_of_json(n) for n in args[0]),)
+
+
 def _applied(args: list[Any]) -> tuple[Any, ...]:
     holds = tuple((str(j), str(r)) for j, r in args[0])
     res = args[1]
@@ -102,6 +114,7 @@ _DECODE = {
     "submit": _request,
     "started": _started,
     "drain": _nodes,
-    "undrain": _nodes,
+    "undrain": _undrain,
+    "set_nodes": _cluster,
     "applied": _applied,
 }

@@ -2,7 +2,9 @@
 idle GPUs, per GPU type, all kept incrementally (no per-event scan of the nodes).
 
 FORMATS.md: C(t) = Σ over nodes of rate × (all its GPUs if not drained, else its allocated GPUs);
-a drained node takes no new job and its idle GPUs are not available.
+a drained node takes no new job and its idle GPUs are not available. A node removed from the
+cluster (`retired`, fairshare.engine.nodes) counts as drained for good: no drain deadline, no
+undrain.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class Fleet:
     allocated: int = 0
     idle_available: int = 0
     draining: dict[int, float] = field(default_factory=dict)  # node -> drain deadline
+    retired: set[int] = field(default_factory=set)  # nodes removed from the cluster
     cap_t: list[float] = field(default_factory=list)  # per GPU type (FreeIndex type ids)
     alloc_t: list[int] = field(default_factory=list)
     idle_t: list[int] = field(default_factory=list)
@@ -41,7 +44,7 @@ class Fleet:
         self.index.set_free(i, self.index.free[i] + delta)
         self.allocated -= delta
         self.alloc_t[ty] -= delta
-        if i in self.draining:
+        if i in self.draining or (self.retired and i in self.retired):
             self.capacity -= self.rates[i] * delta
             self.cap_t[ty] -= self.rates[i] * delta
         else:
@@ -49,14 +52,27 @@ class Fleet:
             self.idle_t[ty] += delta
 
     def drain(self, i: int, deadline: float) -> None:
+        if i in self.retired:  # removed from the cluster: out of service already, no deadline
+            return
         if i not in self.draining:
-            ty, free = self.index.node_type[i], self.index.free[i]
-            self.capacity -= self.rates[i] * free
-            self.cap_t[ty] -= self.rates[i] * free
-            self.idle_available -= free
-            self.idle_t[ty] -= free
-            self.index.set_available(i, False)
+            self._off(i)
         self.draining[i] = deadline
+
+    def retire(self, i: int) -> None:
+        """The node left the cluster: out of service from now, for good (a drain without deadline;
+        its runs keep running and are counted in C(t) until they end)."""
+        if i not in self.retired:
+            if self.draining.pop(i, None) is None:
+                self._off(i)
+            self.retired.add(i)
+
+    def _off(self, i: int) -> None:
+        ty, free = self.index.node_type[i], self.index.free[i]
+        self.capacity -= self.rates[i] * free
+        self.cap_t[ty] -= self.rates[i] * free
+        self.idle_available -= free
+        self.idle_t[ty] -= free
+        self.index.set_available(i, False)
 
     def undrain(self, i: int) -> None:
         if self.draining.pop(i, None) is not None:
@@ -72,6 +88,7 @@ class Fleet:
         self.rates = rates
         cap = [0.0] * len(self.cap_t)
         for i, n in enumerate(self.index.nodes):
-            counted = n.gpus - self.index.free[i] if i in self.draining else n.gpus
+            off = i in self.draining or i in self.retired
+            counted = n.gpus - self.index.free[i] if off else n.gpus
             cap[self.index.node_type[i]] += rates[i] * counted
         self.cap_t, self.capacity = cap, sum(cap)

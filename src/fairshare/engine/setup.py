@@ -33,7 +33,7 @@ class EngineSetup:
             "tree": [[p, s] for p, s in zip(tree.paths, tree.share, strict=True)],
             "knobs": {k: list(v) if isinstance(v, tuple) else v for k, v in _fields(self.knobs).items()},
             "gpu_rates": dict(self.gpu_rates),
-            "nodes": [n.as_json() | {"pool": n.pool} for n in self.nodes],
+            "nodes": [node_json(n) for n in self.nodes],
             "window": self.window,
             "exceptions": [_fields(e) for e in self.exceptions],
             "classes": None if self.classes is None else sorted(self.classes),
@@ -44,18 +44,7 @@ class EngineSetup:
         knobs: dict[str, Any] = {
             k: tuple(v) if isinstance(v, list) else v for k, v in dict(data["knobs"]).items()
         }
-        nodes = tuple(
-            Node(
-                n["node"],
-                n.get("pool", ""),
-                int(n["gpus"]),
-                n["gpu_type"],
-                float(n["cpus"]),
-                float(n["mem_gb"]),
-                n["block"],
-            )
-            for n in data["nodes"]
-        )
+        nodes = tuple(node_of_json(n) for n in data["nodes"])
         classes = data.get("classes")
         return EngineSetup(
             tree=tree_of_paths([(str(p), float(s)) for p, s in data["tree"]]),
@@ -66,6 +55,23 @@ class EngineSetup:
             exceptions=tuple(ResolvedException(**dict(e)) for e in data.get("exceptions", ())),
             classes=None if classes is None else frozenset(str(c) for c in classes),
         )
+
+
+def node_json(n: Node) -> dict[str, Any]:
+    """A node as the journal stores it (FORMATS.md's node columns and its pool)."""
+    return n.as_json() | {"pool": n.pool}
+
+
+def node_of_json(n: Mapping[str, Any]) -> Node:
+    return Node(
+        str(n["node"]),
+        str(n.get("pool", "")),
+        int(n["gpus"]),
+        str(n["gpu_type"]),
+        float(n["cpus"]),
+        float(n["mem_gb"]),
+        str(n["block"]),
+    )
 
 
 def _fields(obj: Any) -> dict[str, Any]:

@@ -4,7 +4,8 @@ A backend reports what happened on the cluster as *observations*, each with the 
 and a key naming it (the loop journals a key once, so an observation reported twice is applied
 once), and carries out the loop's decisions after the loop has committed them:
 
-    nodes()                          the cluster's nodes, in the order node indexes refer to
+    nodes()                          the cluster's nodes at start, in the order node indexes
+                                     refer to (a new journal's); later changes are observations
     observe(since, until)            observations with since <= t <= until, in order; the same
                                      observation may come again (the loop skips journaled keys)
     next_time()                      when the backend next has something to report (None: poll)
@@ -16,6 +17,10 @@ once), and carries out the loop's decisions after the loop has committed them:
                                      nodes to obey, `order` is the fair-share order to set (as
                                      priorities), and the backend reports starts as it observes them
     submit(spec, t), cancel(job, t)  (demo and fake) a user's submission or cancellation
+
+A backend that places jobs (`places_jobs`) keeps its node indexes: its nodes must be the journal's.
+One that does not (Slurm) reports node changes as `NodesChanged` (the cluster's nodes now, all of
+them; EngineState.set_nodes keeps every node's index and appends new ones).
 
 `observe` raises `errors.ClusterUnavailable` when the cluster cannot be read (its controller is
 down, a command timed out): the loop skips that cycle and retries with backoff, keeping its state
@@ -32,6 +37,7 @@ the loop resolves it against the policy in force into the core's JobRequest.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -39,6 +45,7 @@ from typing import Any, Protocol
 from ..core.model import Node
 from ..core.placement import Alloc
 from ..core.snapshot import Preempt, Start
+from ..engine.setup import node_json
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,20 @@ class Undrained(Observation):
     @property
     def key(self) -> str:
         return f"undrain:{','.join(map(str, self.nodes))}:{self.t!r}"
+
+
+@dataclass(frozen=True)
+class NodesChanged(Observation):
+    """The cluster's nodes now, all of them, schedulable or not (EngineState.set_nodes: new ones
+    appended, missing ones out of service, returning ones back). Keyed by their content."""
+
+    nodes: tuple[Node, ...]
+    rank = 1
+
+    @property
+    def key(self) -> str:
+        text = "\n".join(repr(sorted(node_json(n).items())) for n in self.nodes)
+        return f"nodes:{hashlib.sha256(text.encode()).hexdigest()[:16]}:{self.t!r}"
 
 
 @dataclass(frozen=True)

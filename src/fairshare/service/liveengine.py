@@ -10,6 +10,9 @@ replay never does, each a journaled call like the engine's own, so a restart reb
     set_exceptions([...])      the share exceptions in force from now (policy file's and stored ones)
     reject(job, reason)        a submission the policy in force cannot take
 
+The cluster's node changes are the engine's own `set_nodes` (fairshare.engine.nodes);
+`change_nodes` applies one and says what to audit.
+
 (A user's cancellation is the engine's own `cancelled`.) It also keeps, from the same calls, a
 record per job (submitted, first and last start, end, runs, preemptions) for the API, and
 integrates *unallocated* usage per tree node over the window (usage above the node's static
@@ -39,7 +42,7 @@ from ..engine.events import Event
 from ..engine.ledger import Ledger
 from ..engine.owed import effective_shares
 from ..engine.reconfigure import Reconfigured, remap_ledger
-from ..engine.setup import EngineSetup
+from ..engine.setup import EngineSetup, node_json, node_of_json
 from ..engine.state import EngineState
 from ..inputs.policy import Policy
 
@@ -239,7 +242,31 @@ class LiveEngine(EngineState):
         self._log("reject", job_id, reason)
         self.rejected[job_id] = reason
 
+    def change_nodes(self, nodes: Sequence[Node]) -> list[tuple[str, dict[str, Any]]]:
+        """The cluster's nodes now (EngineState.set_nodes); the audit's records of the change:
+        node_added, node_removed (with the jobs still running there: not preempted by it),
+        node_returned, or nodes_refused (nothing changed) with the reason."""
+        try:
+            change = self.set_nodes(nodes)
+        except ValueError as exc:
+            return [("nodes_refused", {"reason": str(exc), "nodes": [n.name for n in nodes]})]
+        out: list[tuple[str, dict[str, Any]]] = []
+        for i in change.added:
+            n = self.nodes[i]
+            out.append(("node_added", {"node": n.name, "index": i, "gpus": n.gpus, "gpu_type": n.gpu_type}))
+        for i in change.removed:
+            running = sorted(j for j, v in self.running.items() if any(k == i for k, _ in v.alloc))
+            out.append(("node_removed", {"node": self.nodes[i].name, "index": i, "running": running}))
+        for i in change.returned:
+            out.append(("node_returned", {"node": self.nodes[i].name, "index": i}))
+        return out
+
     # ------------------------------------------------------------------ reads
+    def serving_nodes(self) -> tuple[Node, ...]:
+        """The nodes in the cluster now (not removed; drained or not); all when none is."""
+        retired = self.fleet.retired
+        return tuple(n for i, n in enumerate(self.nodes) if i not in retired) or self.nodes
+
     def hold_reasons(self) -> Mapping[str, str]:
         return self.last_hold
 
@@ -301,7 +328,7 @@ class Setup:
                     "policy_sha": self.policy_sha,
                     "strategy": self.strategy,
                     "backend": self.backend,
-                    "nodes": [n.as_json() | {"pool": n.pool} for n in self.nodes],
+                    "nodes": [node_json(n) for n in self.nodes],
                     **dict(self.extra),
                 },
             ),
@@ -310,18 +337,7 @@ class Setup:
     @staticmethod
     def from_event(ev: Event) -> Setup:
         d = dict(ev.args[0])
-        nodes = tuple(
-            Node(
-                n["node"],
-                n.get("pool", ""),
-                int(n["gpus"]),
-                n["gpu_type"],
-                float(n["cpus"]),
-                float(n["mem_gb"]),
-                n["block"],
-            )
-            for n in d["nodes"]
-        )
+        nodes = tuple(node_of_json(n) for n in d["nodes"])
         extra = {k: v for k, v in d.items() if k not in ("policy_sha", "strategy", "backend", "nodes")}
         return Setup(str(d["policy_sha"]), str(d["strategy"]), nodes, str(d["backend"]), extra)
 

@@ -48,6 +48,7 @@ from .backend import (
     Drained,
     Finished,
     Hung,
+    NodesChanged,
     Noted,
     Observation,
     Preempted,
@@ -173,7 +174,7 @@ class SchedulerLoop:
             if first.kind != SETUP:
                 raise Unavailable("the journal does not start with the loop's setup record")
             self.engine = new_engine(Setup.from_event(first), self.policy)
-            self.requests = Requests(self.engine.nodes)
+            self.requests = Requests(self.engine.serving_nodes())
         replay(self.engine, [ev for _, _, ev in rows])
         if rows:
             self.last_seq = rows[-1][0]
@@ -197,11 +198,11 @@ class SchedulerLoop:
             self.catch_up()
         e = self.engine
         assert e is not None
-        known = [n.as_json() for n in e.nodes]
-        if known != [n.as_json() for n in backend.nodes()]:
+        known = [n.as_json() for n in e.nodes]  # a backend that places jobs keeps its indexes;
+        if backend.places_jobs and known != [n.as_json() for n in backend.nodes()]:  # Slurm's: observed
             raise Unavailable(
-                "the cluster's nodes differ from those this database's ledger was built on; "
-                "a change of nodes needs a new database (or the engine's node changes, not built yet)"
+                f"the {backend.name} cluster's nodes differ from those this database's ledger was built "
+                "on, and it places jobs by node index: start it with the same nodes"
             )
         e.journal = self.buf
         self.since = e.t
@@ -332,6 +333,8 @@ class SchedulerLoop:
             e.drain(o.nodes, o.deadline)
         elif isinstance(o, Undrained):
             e.undrain(o.nodes)
+        elif isinstance(o, NodesChanged):
+            audits.extend(AuditRecord(t, k, None, ev, e.policy_sha) for k, ev in e.change_nodes(o.nodes))
         elif isinstance(o, Noted):
             audits.append(AuditRecord(t, o.kind, o.job, _plain(o.evidence), e.policy_sha))
         if len(self.buf) > i:
@@ -341,6 +344,8 @@ class SchedulerLoop:
     def _request(self, job_id: str, spec: Mapping[str, Any], t: float) -> Any:
         e = self.engine
         assert e is not None and self.requests is not None
+        if self.requests.nodes != e.serving_nodes():  # the cluster's nodes changed
+            self.requests = Requests(e.serving_nodes())
         return self.requests.build(self.policy(e.policy_sha), job_id, spec, t).request
 
     def build_truth_job(self, job_id: str, spec: Mapping[str, Any], t: float) -> Any:

@@ -68,8 +68,9 @@ class SlurmActions:
         confirmed: list[Observation] = []
         failed: list[Failure] = []
         records: list[Record] = []
+        nodes = e.nodes if e is not None else self._nodes  # the engine's: nodes may have changed
         for s in starts:
-            self.intended[s.job] = (t, tuple(self._nodes[i].name for i, _ in s.alloc))
+            self.intended[s.job] = (t, tuple(nodes[i].name for i, _ in s.alloc))
         self.last_order = tuple(order)
         retry = False
         try:

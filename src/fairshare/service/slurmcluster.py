@@ -7,9 +7,9 @@ protected window to requeue. Each cycle the loop calls
                             difference between Slurm and the engine state into observations:
                             submissions (a mapped, eligible job the engine does not know), starts
                             with Slurm's real allocation, finishes, cancellations, requeues by
-                            others, node drains; notes for the audit (accounts no leaf charges,
-                            how a job's comment was read, where Slurm placed a job other than the
-                            core would have)
+                            others, node drains, nodes added to or removed from the cluster;
+                            notes for the audit (accounts no leaf charges, how a job's comment was
+                            read, where Slurm placed a job other than the core would have)
     act(preempts, starts, order, t)
                             set priorities so that Slurm's scheduler and backfill follow `order`
                             (fewest updates: slurm.priority), then requeue the chosen victims,
@@ -27,6 +27,14 @@ kept); squeue without a controller is an error, not an empty queue (the cycle is
 accounting has not recorded yet counts as ended only after `grace_s`; held jobs and jobs waiting
 on a dependency or a begin time are submitted to the engine once eligible; `--dry-run` changes
 nothing in Slurm and audits what it would have done.
+
+Nodes: the engine's node indexes are the reference (a node keeps its index for the engine's life:
+fairshare.engine.nodes). A GPU node in scope that sinfo lists and the engine does not have in
+service (new, back, or with other hardware) and one the engine has that sinfo no longer lists make
+a `NodesChanged` observation with every node sinfo lists, at the engine's instant (so it comes
+before the starts on a new node); a node merely down or drained is still listed and drained as
+before. A new node of a GPU type the policy has no rate for is left out (noted once:
+`node_refused`) until the policy rates it.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.contract import checkpointed, lost_gpu_s
 from ..core.model import TIME_EPS, Node
 from ..core.snapshot import RunView
+from ..engine.nodes import NodeChange, plan_nodes
 from ..inputs.policy import Policy
 from ..slurm.comment import parse_comment
 from ..slurm.errors import SlurmError
@@ -51,6 +60,7 @@ from .backend import (
     Cancelled,
     Drained,
     Finished,
+    NodesChanged,
     Noted,
     Observation,
     Preempted,
@@ -112,14 +122,9 @@ class SlurmCluster(SlurmActions):
         views = self._views(found)
         if not views:
             raise ServiceError("Slurm reports no nodes with GPUs in the policy's partitions")
-        # the nodes are fixed at start (the engine cannot add or remove nodes yet)
-        self._nodes = tuple(
-            Node(
-                v.name, "slurm", v.gpus, v.gpu_type or v.slurm_gpu_type or "gpu", float(v.cpus), v.mem_gb, ""
-            )
-            for v in views.values()
-        )
-        self.index = {n.name: i for i, n in enumerate(self._nodes)}
+        # the nodes at start (a new journal's); from then on the engine's nodes are the reference
+        self._nodes = tuple(_node_of(v) for v in views.values())
+        self.index = {n.name: i for i, n in enumerate(self._nodes)}  # name -> the engine's index
         self.views = views
         self.jobs: dict[int, SlurmJob] = {}  # the last squeue read
         self.first_submit: dict[str, float] = {}
@@ -173,10 +178,11 @@ class SlurmCluster(SlurmActions):
             self.sha = e.policy_sha
             self.mapper = Mapper(self.policy_of(e.policy_sha), self.parents, self.count_memory)
         found, jobs, runs = self._read(since, until)
-        self.views.update(self._views(found))
+        current = self._views(found)
+        self.views.update(current)  # a removed node's view stays: runs there are still charged
         self.jobs = {j.job_id: j for j in jobs if self.mapper.in_scope(j.partition.split(","))}
         out: list[Observation] = []
-        self._nodes_changed(e, until, out)
+        self._nodes_changed(e, current, until, out)
         by_job: dict[str, list[SlurmRun]] = {}
         for r in runs:
             if self.mapper.section.partitions and r.partition and not self.mapper.in_scope([r.partition]):
@@ -202,10 +208,37 @@ class SlurmCluster(SlurmActions):
             self.noted.add(key)
             out.append(Noted(t, kind, job, ev))
 
-    def _nodes_changed(self, e: LiveEngine, now: float, out: list[Observation]) -> None:
+    def _nodes_changed(
+        self, e: LiveEngine, current: Mapping[str, NodeView], now: float, out: list[Observation]
+    ) -> None:
+        """Nodes added or removed (NodesChanged), then drains and returns of the nodes in service
+        (by the indexes the engine has once the change is in)."""
+        typed = {n.gpu_type for n in e.nodes}
+        cluster = []
+        for v in current.values():
+            n = _node_of(v)
+            if n.gpu_type in e.rates or n.gpu_type in typed:
+                cluster.append(n)
+            else:
+                self._note(
+                    out, f"unrated:{n.name}:{n.gpu_type}", now, "node_refused", None, node=n.name,
+                    gpu_type=n.gpu_type, reason="its GPU type has no rate in the policy's gpu_rates",
+                )  # fmt: skip
+        try:
+            change = plan_nodes(e.nodes, e.fleet.retired, cluster, e.rates)
+        except ValueError as exc:  # not expected: sinfo lists a name once, nodes with GPUs
+            self._note(out, f"nodes:{exc}", now, "nodes_refused", None, reason=str(exc))
+            change = NodeChange(e.nodes)
+        if change:
+            out.append(NodesChanged(e.t, tuple(cluster)))
+        gone = (e.fleet.retired | set(change.removed)) - set(change.returned)
+        self.index = {n.name: i for i, n in enumerate(change.nodes)}  # a name's latest index
         for name, i in self.index.items():
-            v = self.views.get(name)
-            off = v is None or not v.schedulable
+            now_v = current.get(name)
+            if i in gone or now_v is None:
+                self.node_change.pop(i, None)
+                continue
+            off = not now_v.schedulable
             if off == (i in e.fleet.draining):
                 self.node_change.pop(i, None)
                 continue
@@ -375,6 +408,10 @@ class SlurmCluster(SlurmActions):
                     slurm=slurm, position=self.last_order.index(job), ahead=ahead[:5],
                     waiting_ahead=len(ahead),
                 )  # fmt: skip
+
+
+def _node_of(v: NodeView) -> Node:
+    return Node(v.name, "slurm", v.gpus, v.gpu_type or v.slurm_gpu_type or "gpu", float(v.cpus), v.mem_gb, "")
 
 
 def _run_of(j: SlurmJob) -> SlurmRun:

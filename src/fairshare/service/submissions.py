@@ -56,7 +56,8 @@ class Requests:
     deadline from `t` too."""
 
     def __init__(self, nodes: Sequence[Node]) -> None:
-        self.cluster = Cluster(tuple(nodes), (), (), EPOCH_DEFAULT, None)
+        self.nodes = tuple(nodes)
+        self.cluster = Cluster(self.nodes, (), (), EPOCH_DEFAULT, None)
         self._trees: dict[int, TreeIndex] = {}
 
     def build(

@@ -310,7 +310,7 @@ def build_view(
         lookahead=e.knobs.lookahead,
         window=e.setup.window,
         capacity=e.fleet.capacity,
-        gpus_total=sum(n.gpus for n in e.nodes),
+        gpus_total=sum(n.gpus for i, n in enumerate(e.nodes) if i not in e.fleet.retired),
         gpus_busy=e.fleet.allocated,
         tree=tuple(rows),
         jobs=jobs,

@@ -155,8 +155,9 @@ class FakeSlurm:
         for r in self.jobs.values():
             if r.job.running and not r.finished:
                 for a in r.job.alloc:
-                    gpus[a.node] += a.gpus
-                    cpus[a.node] += a.cpus
+                    if a.node in gpus:  # not a node removed while the job runs there
+                        gpus[a.node] += a.gpus
+                        cpus[a.node] += a.cpus
         out = []
         for name in sorted(self.nodes):
             n = self.nodes[name]
@@ -396,6 +397,17 @@ class FakeSlurm:
         """The job vanishes from Slurm entirely (purged after MinJobAge, or cancelled and purged)."""
         rec = self.jobs.pop(job_id)
         self._close_run(rec, int(self.clock()), "CANCELLED")
+
+    def add_node(self, name: str, gpus: int = 8, gpu_type: str = "a100", cpus: int = 16) -> None:
+        """A node joins the cluster (slurm.conf changed and the controller reconfigured), idle."""
+        self.nodes[name] = SlurmNode(
+            name, "idle", (), cpus, 0, 64000, (Gres("gpu", gpu_type, gpus),), 0, ("gpu",), ""
+        )
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves the cluster (sinfo no longer lists it); jobs on it keep running until
+        ended here (finish, requeue)."""
+        del self.nodes[name]
 
     def drain(self, node: str, reason: str = "maintenance") -> None:
         n = self.nodes[node]
