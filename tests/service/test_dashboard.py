@@ -1,7 +1,8 @@
 """The dashboard in a real headless Chromium (Debian's, driven by Playwright; the session installs it
 with apt-get when missing and fails, never skips, when it cannot): the page loads with a viewer
 token, a pending job is followed to its explanation, the numbers shown are the API's, and
-screenshots are saved as test artifacts (out/test-artifacts/, or $FAIRSHARE_ARTIFACTS)."""
+screenshots are saved as test artifacts (test-artifacts/ at the checkout's root, or
+$FAIRSHARE_ARTIFACTS; not under out/, which `./dev demo` replaces as a whole)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def browser_env() -> Iterator[dict[str, str | float | bool]]:
 
 @pytest.fixture
 def artifacts() -> Path:
-    folder = Path(os.environ.get("FAIRSHARE_ARTIFACTS", ROOT / "out" / "test-artifacts"))
+    folder = Path(os.environ.get("FAIRSHARE_ARTIFACTS", ROOT / "test-artifacts"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
