@@ -105,6 +105,7 @@ class LiveEngine(EngineState):
         self.first_starts: deque[tuple[float, str, str, float]] = deque()  # (t, class, group, wait)
         self.exceptions_in_force: list[dict[str, Any]] = []
         self.rejected: dict[str, str] = {}
+        self.cancelled_by_policy: dict[str, str] = {}  # job -> reason (a policy change cancelled it)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LiveEngine:
         # the forecast copies the engine; policies is a function (shared), the rest copied as usual
@@ -180,7 +181,8 @@ class LiveEngine(EngineState):
         self.unallocated.ledger = remap_ledger(self.unallocated.ledger, remap, len(where), setup.window)
         self.unallocated.rate = np.zeros(len(where))
         self.unallocated.paths = setup.tree.paths
-        for job_id, _ in done.rejected:
+        for job_id, reason in done.rejected:
+            self.cancelled_by_policy[job_id] = reason
             rec = self.info.get(job_id)
             if rec is not None:
                 rec.state, rec.ended = "cancelled", self.t

@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from ..core.scheduler import decide
-from ..core.snapshot import Decisions
+from ..core.snapshot import Decisions, Preempt, Start
 from ..engine.events import Event
 from ..engine.forecast import forecast_starts
 from ..errors import InputError
@@ -263,9 +263,15 @@ class SchedulerLoop:
             audits.extend(AuditRecord.from_decision(_plain(r), e.policy_sha) for r in actions.audit)
         self.since = now
         self._commit(audits, usage)
+        todo: tuple[Sequence[Preempt], Sequence[Start], Sequence[str]] | None = None
         if d is not None and (d.preempts or d.starts or not backend.places_jobs):
+            todo = (d.preempts, d.starts, d.order)
+        elif d is None and not backend.places_jobs and e.cancelled_by_policy:
+            # no pass, but jobs a policy change cancelled may wait in Slurm: act holds them
+            todo = ((), (), tuple(j for j in self.order if j in e.pending.jobs))
+        if todo is not None:
             self.opt.crash("after_commit")
-            out = backend.act(d.preempts, d.starts, d.order, now)
+            out = backend.act(*todo, now)
             self.opt.crash("after_act")
             usage, audits = [], []
             for o in out.confirmed:

@@ -56,6 +56,7 @@ class SlurmActions:
     intended: dict[str, tuple[float, tuple[str, ...]]]
     last_order: tuple[str, ...]
     last_plan: Any
+    held_for_policy: set[str]
     _nodes: tuple[Node, ...]
 
     def _views(self, found: Sequence[SlurmNode]) -> dict[str, NodeView]:
@@ -78,9 +79,40 @@ class SlurmActions:
         except SlurmError as exc:  # a systemic failure: the next cycle's pass completes the work
             records.append(Record("priorities_failed", None, {"error": str(exc)}))
             retry = True
+        if e is not None and e.cancelled_by_policy:
+            try:
+                self._hold_cancelled(e, records)
+            except SlurmError as exc:
+                records.append(Record("slurm_hold_failed", None, {"error": str(exc)}))
+                retry = True
         if preempts and e is not None:
             retry = self._requeue(e, preempts, t, confirmed, failed, records) or retry
         return Outcome(confirmed, failed, records, retry)
+
+    def _hold_cancelled(self, e: LiveEngine, records: list[Record]) -> None:
+        """Jobs a policy change cancelled (their group or class left the policy) still wait in
+        Slurm, where its own scheduler would start them by their last priority, unseen and
+        uncharged by fairshare: hold them (`scontrol hold`; an admin may release them), each
+        audited once as `slurm_hold` with the engine's reason. A dry run records the intent."""
+        for job, reason in e.cancelled_by_policy.items():
+            if job in self.held_for_policy or not job.isdigit():
+                continue
+            j = self.jobs.get(int(job))
+            if j is None or not j.pending:
+                continue  # gone, or already running (noted by observe as `slurm_unmanaged_run`)
+            self.held_for_policy.add(job)
+            if j.held:
+                continue
+            if self.opt.dry_run:
+                records.append(Record("slurm_hold", job, {"reason": reason, "dry_run": True}))
+                continue
+            res = self.client.hold(int(job))
+            if res.ok:
+                self.jobs[int(job)] = dataclasses.replace(j, priority=0)
+            evidence: dict[str, Any] = {"reason": reason, "outcome": res.outcome}
+            if not res.ok:
+                evidence["detail"] = res.detail
+            records.append(Record("slurm_hold", job, evidence))
 
     def _priorities(self, order: Sequence[str], records: list[Record]) -> None:
         current = priorities_of(self.jobs.values())

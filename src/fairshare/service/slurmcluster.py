@@ -134,6 +134,7 @@ class SlurmCluster(SlurmActions):
         self.intended: dict[str, tuple[float, tuple[str, ...]]] = {}  # the core's starts
         self.last_order: tuple[str, ...] = ()
         self.last_plan: Any = None
+        self.held_for_policy: set[str] = set()  # jobs held (or seen held) after a policy change
         self.resumed = 0.0
 
     # ------------------------------------------------------------------ the interface
@@ -259,6 +260,13 @@ class SlurmCluster(SlurmActions):
         """Observations of one job; True when it has news (a run the engine has not seen end)."""
         j = self.jobs.get(int(job))
         if job in e.rejected:
+            return False
+        if job in e.cancelled_by_policy:  # held in Slurm by act; a run of it fairshare did not start
+            if j is not None and j.running:
+                self._note(
+                    out, f"unmanaged:{job}:{j.start_time}", now, "slurm_unmanaged_run", job,
+                    reason=e.cancelled_by_policy[job], nodes=[a.node for a in j.alloc],
+                )  # fmt: skip
             return False
         known = job in e.info
         if not known:  # runs that ended before the engine's instant can no longer be charged
