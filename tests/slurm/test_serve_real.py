@@ -1,7 +1,8 @@
 """`serve --cluster slurm` on the real Slurm of the test session (slow, slurm_cluster): Slurm follows
 the priorities the cycle sets; a requeue only after the victim's protected window, and the waiting
-job starts on the freed GPUs; slurmctld restarted mid-cycle; the service killed with SIGKILL and
-restarted (nothing charged twice, nothing lost); and the end-to-end 3:1 run with its replay."""
+job starts on the freed GPUs; a job a policy change cancels is held in Slurm; slurmctld restarted
+mid-cycle; the service killed with SIGKILL and restarted (nothing charged twice, nothing lost); and
+the end-to-end 3:1 run with its replay."""
 
 from __future__ import annotations
 
@@ -126,6 +127,29 @@ def test_a_requeue_comes_only_after_protection_and_starts_the_waiting_job(
         assert start - rq.t < 15  # the waiting job took the freed GPUs
         e = loop.engine
         assert e is not None and str(product) in e.running and str(victim) in e.pending.jobs
+
+
+def test_a_job_a_policy_change_cancels_is_held_in_slurm(real: RealHarness, tmp_path: Path) -> None:
+    product = [sbatch(real, "product", 8, 600) for _ in range(4)]
+    wait_for("product to fill the cluster", lambda: running(real) >= set(product))
+    with real_loop(real, tmp_path) as loop:
+        research = sbatch(real, "research", 8, 600)
+        wait_for("the job in the engine", lambda: str(research) in cycled(loop).engine.pending.jobs)  # type: ignore[union-attr]
+        research_leaf = "- {name: research, share: 1, owner: res@example.com, review: '2027-06-30'}\n"
+        assert research_leaf in e2e.POLICY
+        with loop.store.write() as tx:
+            portfolio.put_policy(tx, e2e.POLICY.replace(research_leaf, ""), "test")
+        loop.cycle()
+        (held,) = records(loop, "slurm_hold")
+        assert held.job == str(research) and held.evidence["outcome"] == "applied"
+        (job,) = [j for j in real.backend.read_jobs() if j.job_id == research]
+        assert job.held
+        real.sh("scancel", str(product[0]))  # GPUs free: Slurm's scheduler must not start it
+        time.sleep(5.0)
+        loop.cycle()
+        assert research not in running(real)
+        (job,) = [j for j in real.backend.read_jobs() if j.job_id == research]
+        assert job.held and job.state == "PENDING"
 
 
 def test_slurmctld_restarted_mid_cycle(real: RealHarness, dev_cluster: DevCluster, tmp_path: Path) -> None:
