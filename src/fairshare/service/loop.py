@@ -40,7 +40,7 @@ from ..engine.events import Event
 from ..engine.forecast import forecast_starts
 from ..errors import InputError
 from ..inputs.policy import Policy
-from . import audit, journal, portfolio
+from . import audit, checkpoint, journal, portfolio
 from .audit import AuditRecord
 from .backend import (
     Backend,
@@ -80,6 +80,12 @@ class LoopOptions:
     follow_s: float = 1.0  # a reader's look at the journal
     speed: float = 1.0  # sim seconds per wall second (the demo's clock), for sleeping
     retry_max_s: float = 60.0  # wall seconds: the longest wait between retries of an unreadable cluster
+    # the writer's checkpoints of the engine (fairshare.service.checkpoint): one after a cycle once
+    # this many journal events or wall seconds have passed since the last one (0: not by that rule;
+    # both 0: none); the newest `checkpoint_keep` are kept
+    checkpoint_events: int = 50_000
+    checkpoint_s: float = 3600.0
+    checkpoint_keep: int = 3
     crash: CrashPoints = field(default_factory=lambda: CrashPoints(None))
 
 
@@ -130,6 +136,11 @@ class SchedulerLoop:
         self.last_cycle = -math.inf
         self.holder: str | None = None
         self.on_pass: list[Callable[[float], None]] = []  # observers of pass durations (metrics)
+        self.checkpoint_seq = 0  # the journal seq of the newest checkpoint written or loaded
+        self.checkpoint_wall = self.wall()
+        self.checkpoints = 0  # written by this loop
+        self.restored: checkpoint.Stored | None = None  # the checkpoint the engine was rebuilt from
+        self.replayed = 0  # journal events replayed by the last rebuild
 
     # ------------------------------------------------------------------ policies
     def policy(self, sha: str) -> Policy:
@@ -166,6 +177,17 @@ class SchedulerLoop:
     def catch_up(self) -> bool:
         """Apply journal events committed since the last look (a reader's tail; recovery's replay).
         False when there is no journal yet."""
+        rebuilding = self.engine is None
+        if rebuilding:
+            self.restored, self.replayed = None, 0
+            with self.store.read(snapshot=True) as tx:
+                found = checkpoint.restore(tx, self.policy)
+            if found is not None:
+                self.engine, self.restored = found
+                self.last_seq = self.checkpoint_seq = self.restored.seq
+            else:
+                self.last_seq = self.checkpoint_seq = 0
+            self.checkpoint_wall = self.wall()
         rows = self._events_after(self.last_seq)
         if self.engine is None:
             if not rows:
@@ -174,10 +196,12 @@ class SchedulerLoop:
             if first.kind != SETUP:
                 raise Unavailable("the journal does not start with the loop's setup record")
             self.engine = new_engine(Setup.from_event(first), self.policy)
+        if rebuilding:
             self.requests = Requests(self.engine.serving_nodes())
         replay(self.engine, [ev for _, _, ev in rows])
         if rows:
             self.last_seq = rows[-1][0]
+        self.replayed += len(rows)
         return True
 
     def become_writer(self, policy_sha: str | None = None) -> None:
@@ -211,7 +235,13 @@ class SchedulerLoop:
         self._buf_t = e.t
         backend.resume(e.t)
         self.role = "writer"
-        log.info("writer: rebuilt the engine at %s from %d journal events", iso(e.t), self.last_seq)
+        if self.restored is not None:
+            log.info(
+                "writer: rebuilt the engine at %s from checkpoint %d (journal seq %d) and %d journal events",
+                iso(e.t), self.restored.id, self.restored.seq, self.replayed,
+            )  # fmt: skip
+        else:
+            log.info("writer: rebuilt the engine at %s from %d journal events", iso(e.t), self.replayed)
 
     # ------------------------------------------------------------------ the cycle
     def cycle(self) -> None:
@@ -279,6 +309,7 @@ class SchedulerLoop:
                 audits.append(AuditRecord(now, r.kind, r.job, _plain(r.evidence), e.policy_sha))
             self.retry = out.retry
             self._commit(audits, usage)
+        self._checkpoint()
         for k in [k for k, t in self.seen.items() if t < self.since]:
             del self.seen[k]
         self.cycles += 1
@@ -402,6 +433,39 @@ class SchedulerLoop:
 
     _buf_t = 0.0
 
+    def checkpoint_due(self) -> bool:
+        new = self.last_seq - self.checkpoint_seq
+        if new <= 0:
+            return False
+        n, s = self.opt.checkpoint_events, self.opt.checkpoint_s
+        return (n > 0 and new >= n) or (s > 0 and self.wall() - self.checkpoint_wall >= s)
+
+    def _checkpoint(self) -> None:
+        """After a cycle's commits, when one is due: the engine's state as a checkpoint, in a transaction
+        of its own (the write-ahead commit is done; a crash here leaves the previous checkpoint). A
+        failure is logged, never raised: the journal is the record, a checkpoint only a shortcut."""
+        e = self.engine
+        assert e is not None
+        if self.buf or not self.checkpoint_due():
+            return  # (the buffer is drained by the commit: the engine is exactly the journal to last_seq)
+        self.opt.crash("before_checkpoint")
+        self.checkpoint_wall = self.wall()  # a failed one is not retried at once
+        try:
+            t0 = self.wall()
+            state = checkpoint.dump(e)
+            with self.store.write() as tx:
+                stored = checkpoint.write(tx, self.last_seq, e, self.opt.checkpoint_keep, state=state)
+                self.opt.crash("mid_checkpoint")
+        except Exception:
+            log.exception("checkpoint at journal seq %d failed (the journal is intact)", self.last_seq)
+            return
+        self.checkpoint_seq = stored.seq
+        self.checkpoints += 1
+        log.info(
+            "checkpoint %d at journal seq %d: %d bytes in %.3fs",
+            stored.id, stored.seq, stored.size, self.wall() - t0,
+        )  # fmt: skip
+
     # ------------------------------------------------------------------ forecasts and views
     def _forecast(self) -> None:
         e = self.engine
@@ -474,6 +538,7 @@ class SchedulerLoop:
             "pass_s": _quantiles(passes),
             "cycle_s": _quantiles(cycles),
             "journal_seq": self.last_seq,
+            "checkpoint_seq": self.checkpoint_seq,
             "policy_not_applied": self.policy_note,
             "error": self.error,
             "cluster_retries": self.unavailable,
