@@ -44,7 +44,7 @@ def plain(x: Any, depth: int = 0) -> Any:
         return x.item()
     if x is None or isinstance(x, str | int | float | bool | bytes):
         return x
-    if callable(x) and not hasattr(x, "__dict__") or isinstance(x, type(plain)):
+    if isinstance(x, type(plain)) or (callable(x) and not hasattr(x, "__dict__")):
         return "<function>"
     if isinstance(x, dict):
         return {k: plain(v, d) for k, v in x.items()}
@@ -73,7 +73,9 @@ def _where(a: Any, b: Any, path: str = "") -> str:
             return f"{path}: keys {sorted(map(repr, a.keys() ^ b.keys()))}"
         return next((_where(a[k], b[k], f"{path}.{k}") for k in a if a[k] != b[k]), path)
     if isinstance(a, tuple | list) and len(a) == len(b):
-        return next((_where(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b)) if x != y), path)
+        return next(
+            (_where(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y), path
+        )
     return f"{path}: {a!r:.200} != {b!r:.200}"
 
 
