@@ -294,3 +294,22 @@ def test_a_crash_before_or_during_a_checkpoint_loses_nothing(db_url: str, point:
         check_invariants(store, loop.engine)
         assert_same(loop.engine, rebuild(store))
         loop._reset()
+
+
+def test_serve_takes_the_checkpoint_cadence(tmp_path: object) -> None:
+    from click.testing import CliRunner
+
+    from fairshare.cli import main
+    from fairshare.service.server import ServeOptions, prepare
+
+    db = f"sqlite:///{tmp_path}/x.db"
+    p = prepare(ServeOptions(db, None, "demo:normal", None, checkpoint_events=1234))
+    try:
+        assert p.live.loop.opt.checkpoint_events == 1234
+        assert p.live.loop.opt.checkpoint_keep == 3
+    finally:
+        p.store.close()
+    res = CliRunner().invoke(
+        main, ["serve", "--db", db, "--cluster", "demo:normal", "--checkpoint-every", "-1"]
+    )
+    assert res.exit_code == 2 and "--checkpoint-every" in res.output
