@@ -110,14 +110,14 @@ def main(argv: list[str] | None = None) -> None:
         with_ckpt: list[float] = []
         for _ in range(args.repeat):
             took, fast = rebuild(store, scenario, clock)
-            assert fast.restored is not None and fast.replayed == tail
+            assert fast.ckpt.restored is not None and fast.replayed == tail
             with_ckpt.append(took)
         with store.write() as tx:
             tx.conn.execute(schema.checkpoint.delete())
         full: list[float] = []
         for _ in range(args.repeat):
             took, slow = rebuild(store, scenario, clock)
-            assert slow.restored is None and slow.replayed == events
+            assert slow.ckpt.restored is None and slow.replayed == events
             full.append(took)
         a, b = fast.engine, slow.engine
         assert a is not None and b is not None

@@ -98,24 +98,24 @@ def test_a_restart_from_a_checkpoint_and_the_tail_equals_a_full_replay(db_url: s
     scenario = small_scenario()
     with Store.open(db_url, clock) as store:
         loop = make_loop(store, scenario, clock, checkpoint_events=150, checkpoint_keep=3)
-        assert loop.restored is None
+        assert loop.ckpt.restored is None
         run(loop, clock, 16 * 3600)
-        assert loop.checkpoints >= 4
+        assert loop.ckpt.written >= 4
         stored = headers(store)
         assert len(stored) == 3  # pruned to the newest 3
         assert [h.seq for h in stored] == sorted((h.seq for h in stored), reverse=True)
-        assert stored[0].seq == loop.checkpoint_seq <= loop.last_seq
+        assert stored[0].seq == loop.ckpt.seq <= loop.last_seq
         assert all(h.version == checkpoint.code_version() for h in stored)
         run(loop, clock, 600)  # a short tail after the newest checkpoint
         last = loop.last_seq
-        assert last > stored[0].seq or loop.checkpoint_seq > stored[0].seq
+        assert last > stored[0].seq or loop.ckpt.seq > stored[0].seq
         live = loop.engine
         assert live is not None
         loop._reset()
 
         again = restarted(store, scenario, clock, checkpoint_events=150)
-        assert again.restored is not None and again.restored.id == headers(store)[0].id
-        assert again.last_seq == last and again.replayed == last - again.restored.seq
+        assert again.ckpt.restored is not None and again.ckpt.restored.id == headers(store)[0].id
+        assert again.last_seq == last and again.replayed == last - again.ckpt.restored.seq
         assert again.replayed < last / 4
         e = again.engine
         assert e is not None and e.journal is again.buf
@@ -142,7 +142,9 @@ def test_a_follower_starts_from_the_checkpoint(tmp_path: object) -> None:
         )
         assert not reader.take_lock()
         assert reader.catch_up()
-        assert reader.restored is not None and reader.replayed == writer.last_seq - reader.restored.seq
+        assert (
+            reader.ckpt.restored is not None and reader.replayed == writer.last_seq - reader.ckpt.restored.seq
+        )
         assert writer.engine is not None and reader.engine is not None
         assert_same(reader.engine, rebuild(store2))
         run(writer, c, 3600)
@@ -183,7 +185,7 @@ def test_bad_checkpoints_are_ignored_and_the_journal_replayed(
         _corrupt(store, third.id, state=garbage, sha256=hashlib.sha256(garbage).hexdigest())  # unloadable
         caplog.set_level(logging.WARNING, "fairshare.service.checkpoint")
         again = restarted(store, scenario, clock, checkpoint_events=0, checkpoint_s=0)
-        assert again.restored is not None and again.restored.id == fourth.id  # the newest valid one
+        assert again.ckpt.restored is not None and again.ckpt.restored.id == fourth.id  # the newest valid one
         assert "its sha256 is" in caplog.text and "written by 'fairshare 0.0.1" in caplog.text
         assert "cannot be loaded" in caplog.text
         assert again.engine is not None
@@ -193,13 +195,13 @@ def test_bad_checkpoints_are_ignored_and_the_journal_replayed(
         _corrupt(store, fourth.id, sha256="0" * 64)  # none usable: the whole journal
         caplog.clear()
         again = restarted(store, scenario, clock, checkpoint_events=0, checkpoint_s=0)
-        assert again.restored is None and again.replayed == again.last_seq
+        assert again.ckpt.restored is None and again.replayed == again.last_seq
         assert "replaying the whole journal" in caplog.text
         assert again.engine is not None
         assert_same(again.engine, rebuild(store))
         run(again, clock, 3600)
         assert [h.id for h in headers(store)] == [h.id for h in stored]  # both rules off: none written
-        assert again.checkpoints == 0
+        assert again.ckpt.written == 0
         again._reset()
 
 
@@ -214,7 +216,7 @@ def test_a_checkpoint_beyond_the_journal_is_ignored(tmp_path: object) -> None:
             checkpoint.write(tx, loop.last_seq + 10, loop.engine)
         loop._reset()
         again = restarted(store, scenario, clock)
-        assert again.restored is None
+        assert again.ckpt.restored is None
         assert again.engine is not None
         assert_same(again.engine, rebuild(store))
         again._reset()
@@ -247,9 +249,9 @@ def test_the_wall_clock_rule_and_pruning(tmp_path: object) -> None:
         for _ in range(5):
             wall[0] += 61
             run(loop, clock, 600)
-        assert loop.checkpoints == 5
+        assert loop.ckpt.written == 5
         stored = headers(store)
-        assert len(stored) == 2 and stored[0].seq == loop.checkpoint_seq
+        assert len(stored) == 2 and stored[0].seq == loop.ckpt.seq
         with store.read() as tx:
             assert tx.conn.execute(select(schema.checkpoint.c.id)).all().__len__() == 2
             assert checkpoint.prune(tx, 1) == 1
@@ -287,7 +289,7 @@ def test_a_crash_before_or_during_a_checkpoint_loses_nothing(db_url: str, point:
             assert len(headers(store)) == min(3, len(before) + 1 + round_)  # the ones before it
             loop._reset()
         loop = make_loop(store, scenario, clock, checkpoint_events=100)
-        assert loop.restored is not None and loop.last_seq == committed
+        assert loop.ckpt.restored is not None and loop.last_seq == committed
         assert loop.engine is not None
         assert_same(loop.engine, rebuild(store))
         run(loop, clock, 3600, step=600)

@@ -27,6 +27,7 @@ import hashlib
 import logging
 import pickle
 import sys
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from ..inputs.policy import Policy
 from . import schema
 from .db import Tx, new_id
 from .liveengine import LiveEngine
+from .store import Store
 
 log = logging.getLogger("fairshare.service.checkpoint")
 
@@ -169,3 +171,63 @@ def restore(tx: Tx, policies: Callable[[str], Policy]) -> tuple[LiveEngine, Stor
     if stored:
         log.warning("no usable checkpoint among %d: replaying the whole journal", len(stored))
     return None
+
+
+class Checkpoints:
+    """A loop's checkpoints: the rebuild's start (`restore`), the writer's cadence and writes
+    (`after_cycle`). `seq` is the journal seq of the newest checkpoint written or loaded (0: none)."""
+
+    def __init__(
+        self,
+        store: Store,
+        wall: Callable[[], float] = time.monotonic,
+        crash: Callable[[str], None] = lambda point: None,
+        events: int = 50_000,
+        seconds: float = 3600.0,
+        keep: int = 3,
+    ) -> None:
+        self.store, self.wall, self.crash = store, wall, crash
+        self.events, self.seconds, self.keep = events, seconds, keep
+        self.seq = 0
+        self.at = wall()  # wall time of the last checkpoint written or loaded
+        self.written = 0
+        self.restored: Stored | None = None  # the checkpoint the last rebuild started from
+
+    def restore(self, policies: Callable[[str], Policy]) -> LiveEngine | None:
+        """The newest valid checkpoint's engine (then replay the journal after `seq`), or None."""
+        with self.store.read(snapshot=True) as tx:
+            found = restore(tx, policies)
+        self.restored = found[1] if found is not None else None
+        self.seq = self.restored.seq if self.restored is not None else 0
+        self.at = self.wall()
+        return found[0] if found is not None else None
+
+    def due(self, last_seq: int) -> bool:
+        new = last_seq - self.seq
+        if new <= 0:
+            return False
+        n, s = self.events, self.seconds
+        return (n > 0 and new >= n) or (s > 0 and self.wall() - self.at >= s)
+
+    def after_cycle(self, engine: LiveEngine, last_seq: int) -> None:
+        """After a cycle's commits (the engine exactly the journal up to `last_seq`), when one is due:
+        a checkpoint, in a transaction of its own (a crash here leaves the previous one). A failure
+        is logged, never raised: the journal is the record, a checkpoint only a shortcut."""
+        if not self.due(last_seq):
+            return
+        self.crash("before_checkpoint")
+        self.at = t0 = self.wall()  # a failed one is not retried at once
+        try:
+            state = dump(engine)
+            with self.store.write() as tx:
+                stored = write(tx, last_seq, engine, self.keep, state=state)
+                self.crash("mid_checkpoint")
+        except Exception:
+            log.exception("checkpoint at journal seq %d failed (the journal is intact)", last_seq)
+            return
+        self.seq = stored.seq
+        self.written += 1
+        took = self.wall() - t0
+        log.info(
+            "checkpoint %d at journal seq %d: %d bytes in %.3fs", stored.id, stored.seq, stored.size, took
+        )

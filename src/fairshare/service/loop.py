@@ -28,7 +28,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,7 @@ from ..engine.events import Event
 from ..engine.forecast import forecast_starts
 from ..errors import InputError
 from ..inputs.policy import Policy
-from . import audit, checkpoint, journal, portfolio
+from . import audit, journal, portfolio
 from .audit import AuditRecord
 from .backend import (
     Backend,
@@ -56,6 +56,7 @@ from .backend import (
     Submitted,
     Undrained,
 )
+from .checkpoint import Checkpoints
 from .errors import ClusterUnavailable, Unavailable, WriterLockHeld
 from .inforce import apply_exceptions, apply_policy
 from .journal import Interval, JournalEvent
@@ -64,7 +65,7 @@ from .lock import WriterLock
 from .store import Store
 from .submissions import CrashPoints, Requests
 from .timefmt import iso
-from .views import EMPTY, View, build_view
+from .views import EMPTY, View, build_view, owners_of, quantiles
 
 log = logging.getLogger("fairshare.service.loop")
 
@@ -136,10 +137,8 @@ class SchedulerLoop:
         self.last_cycle = -math.inf
         self.holder: str | None = None
         self.on_pass: list[Callable[[float], None]] = []  # observers of pass durations (metrics)
-        self.checkpoint_seq = 0  # the journal seq of the newest checkpoint written or loaded
-        self.checkpoint_wall = self.wall()
-        self.checkpoints = 0  # written by this loop
-        self.restored: checkpoint.Stored | None = None  # the checkpoint the engine was rebuilt from
+        o = self.opt  # the writer's checkpoints, and what the last rebuild started from
+        self.ckpt = Checkpoints(store, wall, o.crash, o.checkpoint_events, o.checkpoint_s, o.checkpoint_keep)
         self.replayed = 0  # journal events replayed by the last rebuild
 
     # ------------------------------------------------------------------ policies
@@ -178,16 +177,8 @@ class SchedulerLoop:
         """Apply journal events committed since the last look (a reader's tail; recovery's replay).
         False when there is no journal yet."""
         rebuilding = self.engine is None
-        if rebuilding:
-            self.restored, self.replayed = None, 0
-            with self.store.read(snapshot=True) as tx:
-                found = checkpoint.restore(tx, self.policy)
-            if found is not None:
-                self.engine, self.restored = found
-                self.last_seq = self.checkpoint_seq = self.restored.seq
-            else:
-                self.last_seq = self.checkpoint_seq = 0
-            self.checkpoint_wall = self.wall()
+        if rebuilding:  # the newest valid checkpoint, if any, then the journal after it
+            self.engine, self.last_seq, self.replayed = self.ckpt.restore(self.policy), self.ckpt.seq, 0
         rows = self._events_after(self.last_seq)
         if self.engine is None:
             if not rows:
@@ -235,13 +226,8 @@ class SchedulerLoop:
         self._buf_t = e.t
         backend.resume(e.t)
         self.role = "writer"
-        if self.restored is not None:
-            log.info(
-                "writer: rebuilt the engine at %s from checkpoint %d (journal seq %d) and %d journal events",
-                iso(e.t), self.restored.id, self.restored.seq, self.replayed,
-            )  # fmt: skip
-        else:
-            log.info("writer: rebuilt the engine at %s from %d journal events", iso(e.t), self.replayed)
+        how = f"checkpoint at journal seq {self.ckpt.seq} and " if self.ckpt.restored else ""
+        log.info("writer: rebuilt the engine at %s from %s%d journal events", iso(e.t), how, self.replayed)
 
     # ------------------------------------------------------------------ the cycle
     def cycle(self) -> None:
@@ -309,7 +295,8 @@ class SchedulerLoop:
                 audits.append(AuditRecord(now, r.kind, r.job, _plain(r.evidence), e.policy_sha))
             self.retry = out.retry
             self._commit(audits, usage)
-        self._checkpoint()
+        if not self.buf:  # drained by the commits: the engine is exactly the journal up to last_seq
+            self.ckpt.after_cycle(e, self.last_seq)
         for k in [k for k, t in self.seen.items() if t < self.since]:
             del self.seen[k]
         self.cycles += 1
@@ -433,39 +420,6 @@ class SchedulerLoop:
 
     _buf_t = 0.0
 
-    def checkpoint_due(self) -> bool:
-        new = self.last_seq - self.checkpoint_seq
-        if new <= 0:
-            return False
-        n, s = self.opt.checkpoint_events, self.opt.checkpoint_s
-        return (n > 0 and new >= n) or (s > 0 and self.wall() - self.checkpoint_wall >= s)
-
-    def _checkpoint(self) -> None:
-        """After a cycle's commits, when one is due: the engine's state as a checkpoint, in a transaction
-        of its own (the write-ahead commit is done; a crash here leaves the previous checkpoint). A
-        failure is logged, never raised: the journal is the record, a checkpoint only a shortcut."""
-        e = self.engine
-        assert e is not None
-        if self.buf or not self.checkpoint_due():
-            return  # (the buffer is drained by the commit: the engine is exactly the journal to last_seq)
-        self.opt.crash("before_checkpoint")
-        self.checkpoint_wall = self.wall()  # a failed one is not retried at once
-        try:
-            t0 = self.wall()
-            state = checkpoint.dump(e)
-            with self.store.write() as tx:
-                stored = checkpoint.write(tx, self.last_seq, e, self.opt.checkpoint_keep, state=state)
-                self.opt.crash("mid_checkpoint")
-        except Exception:
-            log.exception("checkpoint at journal seq %d failed (the journal is intact)", self.last_seq)
-            return
-        self.checkpoint_seq = stored.seq
-        self.checkpoints += 1
-        log.info(
-            "checkpoint %d at journal seq %d: %d bytes in %.3fs",
-            stored.id, stored.seq, stored.size, self.wall() - t0,
-        )  # fmt: skip
-
     # ------------------------------------------------------------------ forecasts and views
     def _forecast(self) -> None:
         e = self.engine
@@ -508,7 +462,7 @@ class SchedulerLoop:
         owners = {}
         try:
             pol = self.policy(e.policy_sha)
-            owners = _owners(pol)
+            owners = owners_of(pol)
         except Unavailable:
             pass
         self.view = build_view(
@@ -535,10 +489,10 @@ class SchedulerLoop:
             "holder": self.holder,
             "passes": self.passes,
             "cycles": self.cycles,
-            "pass_s": _quantiles(passes),
-            "cycle_s": _quantiles(cycles),
+            "pass_s": quantiles(passes),
+            "cycle_s": quantiles(cycles),
             "journal_seq": self.last_seq,
-            "checkpoint_seq": self.checkpoint_seq,
+            "checkpoint_seq": self.ckpt.seq,
             "policy_not_applied": self.policy_note,
             "error": self.error,
             "cluster_retries": self.unavailable,
@@ -628,29 +582,6 @@ class SchedulerLoop:
         self.buf, self.keys = [], {}
         self._buf_t = 0.0
         self.role = "starting"
-
-
-def _owners(pol: Policy) -> dict[str, tuple[str | None, str | None]]:
-    out: dict[str, tuple[str | None, str | None]] = {}
-
-    def walk(nodes: Any, prefix: str) -> None:
-        for n in nodes:
-            path = f"{prefix}/{n.name}" if prefix else n.name
-            out[path] = (n.owner, n.review.isoformat() if n.review else None)
-            walk(n.children, path)
-
-    walk(pol.tree, "")
-    return out
-
-
-def _quantiles(xs: Sequence[float]) -> dict[str, float | None]:
-    if not xs:
-        return {"p50": None, "p90": None, "p99": None, "max": None, "n": 0}
-
-    def q(p: float) -> float:
-        return float(xs[min(len(xs) - 1, int(p * len(xs)))])
-
-    return {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": float(xs[-1]), "n": len(xs)}
 
 
 def _plain(record: Mapping[str, Any]) -> dict[str, Any]:
