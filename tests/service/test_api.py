@@ -69,7 +69,7 @@ def _exception(**over: Any) -> dict[str, Any]:
 
 def test_health_and_openapi_need_no_token(api: Api) -> None:
     health = api.client.get("/healthz").json()
-    assert health["ok"] is True and health["backend"] == api.store.backend and health["schema"] == "0002"
+    assert health["ok"] is True and health["backend"] == api.store.backend and health["schema"] == "0003"
     spec = api.client.get("/openapi.json").json()
     for path in ("/api/policy", "/api/policy/versions", "/api/exceptions", "/api/decisions", "/api/tokens"):
         assert path in spec["paths"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from fairshare.service import tokens
@@ -30,11 +31,13 @@ pytestmark = pytest.mark.slow
 
 KILLS = 24
 SPEED = 4000.0  # simulated seconds per second: the whole test stays inside the 7-day window
+CHECKPOINT_EVERY = 20  # journal events: restarts start from checkpoints, kills hit them
 
 
 def start(db: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-c", "from fairshare.cli import main; main()", "serve", "--db", db,
-           "--cluster", "demo:eight-gpu", "--speed", str(SPEED), "--port", "0"]  # fmt: skip
+           "--cluster", "demo:eight-gpu", "--speed", str(SPEED), "--port", "0",
+           "--checkpoint-every", str(CHECKPOINT_EVERY)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert proc.stdout is not None
     deadline = time.monotonic() + 90
@@ -56,11 +59,13 @@ def test_serve_killed_at_random_points_loses_nothing(tmp_path: Path) -> None:
     rng = random.Random(11)
     base_env = {k: v for k, v in os.environ.items() if k != "FAIRSHARE_CRASH_AT"}
     kills = by_itself = 0
-    points = ["mid_commit", "after_commit", "after_act"]
+    points = ["mid_commit", "after_commit", "after_act", "before_checkpoint", "mid_checkpoint"]
     while kills < KILLS:
         env = dict(base_env)
         if kills % 3 == 2:  # every third run dies at a point of the cycle, mid-transaction too
-            env["FAIRSHARE_CRASH_AT"] = f"{points[(kills // 3) % 3]}:{rng.randint(1, 25)}"
+            point = points[(kills // 3) % len(points)]
+            n = rng.randint(1, 3) if "checkpoint" in point else rng.randint(1, 25)
+            env["FAIRSHARE_CRASH_AT"] = f"{point}:{n}"
         proc, _ = start(db, env)
         try:
             proc.wait(timeout=rng.uniform(0.2, 1.5))
@@ -95,6 +100,7 @@ def test_serve_killed_at_random_points_loses_nothing(tmp_path: Path) -> None:
         if proc.stdout is not None:
             proc.stdout.close()
     assert audit_ok["ok"] and status["loop"]["error"] is None
+    assert status["loop"]["checkpoint_seq"] > 0
 
     with Store.open(db, time.time) as store:
         # the service's ledger is the clean replay of its journal
@@ -117,6 +123,8 @@ def test_serve_killed_at_random_points_loses_nothing(tmp_path: Path) -> None:
         holder.append(loop)
         assert loop.take_lock()
         loop.become_writer()
+        assert loop.ckpt.restored is not None  # from the newest checkpoint: equal to the full replay
+        assert np.array_equal(loop.engine.ledger.sums, engine.ledger.sums) if loop.engine else False
         loop.cycle()
         assert loop.engine is not None
         counts = check_invariants(store, loop.engine)

@@ -35,7 +35,7 @@ def test_migrated_schema_matches_the_tables(store: Store) -> None:
     with store.engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), schema.metadata)
     assert diffs == []
-    assert store.revision == "0002"
+    assert store.revision == "0003"
 
 
 def test_reopening_keeps_the_data_and_the_revision(db_url: str, clock: Clock) -> None:
@@ -43,7 +43,7 @@ def test_reopening_keeps_the_data_and_the_revision(db_url: str, clock: Clock) ->
         journal.append_events(tx, [JournalEvent(1.0, "submit", {"job": "a"})])
     with Store.open(db_url, clock) as s, s.read() as tx:
         assert [e.payload for e in journal.events(tx)] == [{"job": "a"}]
-        assert s.revision == "0002"
+        assert s.revision == "0003"
 
 
 def test_a_newer_schema_is_refused(db_url: str, clock: Clock) -> None:
@@ -339,4 +339,4 @@ def test_processes_opening_a_new_database_together_migrate_it_once(
         th.start()
     for th in threads:
         th.join()
-    assert errors == [] and revisions == ["0002"] * 4
+    assert errors == [] and revisions == ["0003"] * 4

@@ -280,6 +280,12 @@ def review_cmd(db: str, days: float, as_json: bool) -> None:
     "--dry-run", is_flag=True, help="(slurm) Audit the priorities and requeues it would set; change nothing."
 )
 @click.option("--interval", metavar="DURATION", help="(slurm) How often to look at Slurm (default 15s).")
+@click.option(
+    "--checkpoint-every",
+    type=click.IntRange(min=0),
+    metavar="EVENTS",
+    help="Checkpoint the engine every EVENTS journal events (default 50000; 0: only hourly).",
+)
 def serve(
     demo: bool,
     db: str | None,
@@ -293,6 +299,7 @@ def serve(
     metrics_public: bool,
     dry_run: bool,
     interval: str | None,
+    checkpoint_every: int | None,
 ) -> None:
     """Run the scheduler loop, the API and the dashboard (http://HOST:PORT/)."""
     import logging
@@ -319,6 +326,7 @@ def serve(
             _fail("--interval: must be > 0")
     opt = ServeOptions(db, policy_path, cluster, speed, host, port, demo, strategy, seed, metrics_public)
     opt.dry_run, opt.interval = dry_run, every
+    opt.checkpoint_events = checkpoint_every
     try:
         run(opt, echo=click.echo)
     except InputError as exc:

@@ -49,6 +49,11 @@ from ..inputs.policy import Policy
 SETUP = "setup"  # the journal's first record: policy sha, nodes, strategy (not an engine call)
 
 
+def _detached(sha: str) -> Policy:
+    """The policy lookup of an engine loaded from a checkpoint until its loader attaches one."""
+    raise RuntimeError(f"policy version {sha[:12]}: this engine's policy lookup is not attached")
+
+
 @dataclass
 class JobInfo:
     """What the API shows of a job beyond the engine's own state."""
@@ -115,6 +120,17 @@ class LiveEngine(EngineState):
         for k, v in self.__dict__.items():
             setattr(new, k, v if k == "policies" else copy.deepcopy(v, memo))
         return new
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a checkpoint (fairshare.service.checkpoint): the state without the driver's journal buffer
+        # and policy lookup (a function of the loop), which the loader attaches again
+        state = dict(self.__dict__)
+        state["journal"] = None
+        state["policies"] = _detached
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     # ------------------------------------------------------------------ job records
     def submit(self, job: JobRequest) -> None:

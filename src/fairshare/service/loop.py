@@ -56,6 +56,7 @@ from .backend import (
     Submitted,
     Undrained,
 )
+from .checkpoint import Checkpoints
 from .errors import ClusterUnavailable, Unavailable, WriterLockHeld
 from .inforce import apply_exceptions, apply_policy
 from .journal import Interval, JournalEvent
@@ -64,7 +65,7 @@ from .lock import WriterLock
 from .store import Store
 from .submissions import CrashPoints, Requests
 from .timefmt import iso
-from .views import EMPTY, View, build_view
+from .views import EMPTY, View, build_view, owners_of, quantiles
 
 log = logging.getLogger("fairshare.service.loop")
 
@@ -80,6 +81,12 @@ class LoopOptions:
     follow_s: float = 1.0  # a reader's look at the journal
     speed: float = 1.0  # sim seconds per wall second (the demo's clock), for sleeping
     retry_max_s: float = 60.0  # wall seconds: the longest wait between retries of an unreadable cluster
+    # the writer's checkpoints of the engine (fairshare.service.checkpoint): one after a cycle once
+    # this many journal events or wall seconds have passed since the last one (0: not by that rule;
+    # both 0: none); the newest `checkpoint_keep` are kept
+    checkpoint_events: int = 50_000
+    checkpoint_s: float = 3600.0
+    checkpoint_keep: int = 3
     crash: CrashPoints = field(default_factory=lambda: CrashPoints(None))
 
 
@@ -130,6 +137,9 @@ class SchedulerLoop:
         self.last_cycle = -math.inf
         self.holder: str | None = None
         self.on_pass: list[Callable[[float], None]] = []  # observers of pass durations (metrics)
+        o = self.opt  # the writer's checkpoints, and what the last rebuild started from
+        self.ckpt = Checkpoints(store, wall, o.crash, o.checkpoint_events, o.checkpoint_s, o.checkpoint_keep)
+        self.replayed = 0  # journal events replayed by the last rebuild
 
     # ------------------------------------------------------------------ policies
     def policy(self, sha: str) -> Policy:
@@ -166,6 +176,9 @@ class SchedulerLoop:
     def catch_up(self) -> bool:
         """Apply journal events committed since the last look (a reader's tail; recovery's replay).
         False when there is no journal yet."""
+        rebuilding = self.engine is None
+        if rebuilding:  # the newest valid checkpoint, if any, then the journal after it
+            self.engine, self.last_seq, self.replayed = self.ckpt.restore(self.policy), self.ckpt.seq, 0
         rows = self._events_after(self.last_seq)
         if self.engine is None:
             if not rows:
@@ -174,10 +187,12 @@ class SchedulerLoop:
             if first.kind != SETUP:
                 raise Unavailable("the journal does not start with the loop's setup record")
             self.engine = new_engine(Setup.from_event(first), self.policy)
+        if rebuilding:
             self.requests = Requests(self.engine.serving_nodes())
         replay(self.engine, [ev for _, _, ev in rows])
         if rows:
             self.last_seq = rows[-1][0]
+        self.replayed += len(rows)
         return True
 
     def become_writer(self, policy_sha: str | None = None) -> None:
@@ -211,7 +226,8 @@ class SchedulerLoop:
         self._buf_t = e.t
         backend.resume(e.t)
         self.role = "writer"
-        log.info("writer: rebuilt the engine at %s from %d journal events", iso(e.t), self.last_seq)
+        how = f"checkpoint at journal seq {self.ckpt.seq} and " if self.ckpt.restored else ""
+        log.info("writer: rebuilt the engine at %s from %s%d journal events", iso(e.t), how, self.replayed)
 
     # ------------------------------------------------------------------ the cycle
     def cycle(self) -> None:
@@ -285,6 +301,8 @@ class SchedulerLoop:
                 audits.append(AuditRecord(now, r.kind, r.job, _plain(r.evidence), e.policy_sha))
             self.retry = out.retry
             self._commit(audits, usage)
+        if not self.buf:  # drained by the commits: the engine is exactly the journal up to last_seq
+            self.ckpt.after_cycle(e, self.last_seq)
         for k in [k for k, t in self.seen.items() if t < self.since]:
             del self.seen[k]
         self.cycles += 1
@@ -450,7 +468,7 @@ class SchedulerLoop:
         owners = {}
         try:
             pol = self.policy(e.policy_sha)
-            owners = _owners(pol)
+            owners = owners_of(pol)
         except Unavailable:
             pass
         self.view = build_view(
@@ -477,9 +495,10 @@ class SchedulerLoop:
             "holder": self.holder,
             "passes": self.passes,
             "cycles": self.cycles,
-            "pass_s": _quantiles(passes),
-            "cycle_s": _quantiles(cycles),
+            "pass_s": quantiles(passes),
+            "cycle_s": quantiles(cycles),
             "journal_seq": self.last_seq,
+            "checkpoint_seq": self.ckpt.seq,
             "policy_not_applied": self.policy_note,
             "error": self.error,
             "cluster_retries": self.unavailable,
@@ -569,29 +588,6 @@ class SchedulerLoop:
         self.buf, self.keys = [], {}
         self._buf_t = 0.0
         self.role = "starting"
-
-
-def _owners(pol: Policy) -> dict[str, tuple[str | None, str | None]]:
-    out: dict[str, tuple[str | None, str | None]] = {}
-
-    def walk(nodes: Any, prefix: str) -> None:
-        for n in nodes:
-            path = f"{prefix}/{n.name}" if prefix else n.name
-            out[path] = (n.owner, n.review.isoformat() if n.review else None)
-            walk(n.children, path)
-
-    walk(pol.tree, "")
-    return out
-
-
-def _quantiles(xs: Sequence[float]) -> dict[str, float | None]:
-    if not xs:
-        return {"p50": None, "p90": None, "p99": None, "max": None, "n": 0}
-
-    def q(p: float) -> float:
-        return float(xs[min(len(xs) - 1, int(p * len(xs)))])
-
-    return {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": float(xs[-1]), "n": len(xs)}
 
 
 def _plain(record: Mapping[str, Any]) -> dict[str, Any]:

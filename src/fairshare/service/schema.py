@@ -13,6 +13,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -170,4 +171,21 @@ demo_cancels = Table(
     Column("job", Text, primary_key=True),
     Column("t", Float, nullable=False),
     Column("by", Text, nullable=False),
+)
+
+# Checkpoints of the live engine (not append-only: pruned to the newest few). `state` is the engine
+# pickled and zlib-compressed, `sha256` its digest, `seq` the last journal event it covers, `t` the
+# engine's instant, `version` the code that wrote it (a checkpoint is used only by the same version).
+checkpoint = Table(
+    "checkpoint",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("t", Float, nullable=False),
+    Column("version", Text, nullable=False),
+    Column("sha256", Text, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("state", LargeBinary, nullable=False),
+    Column("created_t", Float, nullable=False),
+    Index("ix_checkpoint_seq", "seq"),
 )

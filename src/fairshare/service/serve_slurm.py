@@ -105,6 +105,8 @@ def prepare_slurm(
         )
 
     options = LoopOptions(strategy=opt.strategy, speed=1.0, poll_s=interval, crash=CrashPoints(opt.crash))
+    if opt.checkpoint_events is not None:
+        options.checkpoint_events = opt.checkpoint_events
     loop = SchedulerLoop(store, backend, wall, options)
     mode = "dry run: nothing is changed in Slurm, the audit records what would be" if opt.dry_run else "live"
     notes.append(f"Slurm cluster {cluster} ({config.get('SLURM_VERSION', '?')}): slurm check ok; {mode}")

@@ -63,6 +63,7 @@ class ServeOptions:
     dry_run: bool = False  # slurm: audit what it would do, change nothing in Slurm
     interval: float | None = None  # slurm: seconds between looks at Slurm (default 15)
     slurm_timeout: float = 30.0  # slurm: seconds for each Slurm command
+    checkpoint_events: int | None = None  # journal events between checkpoints (None: LoopOptions')
 
 
 @dataclass
@@ -155,6 +156,8 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
         return DemoCluster(store, scenario, loop.build_truth_job)
 
     options = LoopOptions(strategy=opt.strategy, speed=speed, crash=CrashPoints(opt.crash))
+    if opt.checkpoint_events is not None:
+        options.checkpoint_events = opt.checkpoint_events
     loop = SchedulerLoop(store, backend, clock, options)
     where = store.url
     return Prepared(store, LiveService(store, loop), ref, notes, made, where, cluster, folder)

@@ -7,7 +7,8 @@ caps, gang size, the pending charge), so a live job is read exactly as a replaye
 `CrashPoints` is a test hook: `FAIRSHARE_CRASH_AT=POINT[:N]` SIGKILLs the serving process the N-th
 time its loop reaches POINT (`mid_commit`: inside the write-ahead transaction; `after_commit`:
 committed, the cluster not told yet; `after_act`: the cluster told, its confirmations not
-committed). Without the variable it does nothing.
+committed; `before_checkpoint`: the cycle committed, a checkpoint due and not written;
+`mid_checkpoint`: inside the checkpoint's transaction). Without the variable it does nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..inputs.policy import Policy
 from ..inputs.workload import Job, jobs_from_dicts
 
 CRASH_ENV = "FAIRSHARE_CRASH_AT"
-CRASH_POINTS = ("mid_commit", "after_commit", "after_act")
+CRASH_POINTS = ("mid_commit", "after_commit", "after_act", "before_checkpoint", "mid_checkpoint")
 
 
 class CrashPoints:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core.fairness import priority
 from ..engine.ledger import Ledger
+from ..inputs.policy import Policy
 from .liveengine import HOLD_TEXT, LiveEngine
 from .timefmt import iso
 
@@ -499,3 +500,28 @@ def _summary(
         at = (iso(round(forecast / 60) * 60) or "").replace("T", " ").replace(":00Z", " UTC")
         parts.append(f"Forecast start: {at} (if no one else arrives).")
     return " ".join(parts)
+
+
+def owners_of(pol: Policy) -> dict[str, tuple[str | None, str | None]]:
+    """Per tree path: its owner and review date (the view's tree)."""
+    out: dict[str, tuple[str | None, str | None]] = {}
+
+    def walk(nodes: Any, prefix: str) -> None:
+        for n in nodes:
+            path = f"{prefix}/{n.name}" if prefix else n.name
+            out[path] = (n.owner, n.review.isoformat() if n.review else None)
+            walk(n.children, path)
+
+    walk(pol.tree, "")
+    return out
+
+
+def quantiles(xs: Sequence[float]) -> dict[str, float | None]:
+    """p50, p90, p99, max and n of sorted durations (the status's)."""
+    if not xs:
+        return {"p50": None, "p90": None, "p99": None, "max": None, "n": 0}
+
+    def q(p: float) -> float:
+        return float(xs[min(len(xs) - 1, int(p * len(xs)))])
+
+    return {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": float(xs[-1]), "n": len(xs)}
