@@ -308,6 +308,14 @@ function decisionText(d) {
     case "token_revoked": return `token ${e.name} revoked by ${e.by}`;
     case "submit_rejected": return `${d.job} refused: ${e.reason}`;
     case "start_failed": case "preempt_failed": return `${d.decision.replace("_", " ")}: ${d.job}: ${e.reason}`;
+    case "node_added": return `node ${e.node} joined (${e.gpus} ${e.gpu_type} GPUs)`;
+    case "node_removed": return `node ${e.node} left the cluster` +
+      ((e.running || []).length ? `; still running there: ${e.running.join(", ")}` : "");
+    case "node_returned": return `node ${e.node} is back`;
+    case "node_refused": case "nodes_refused": return `node change not taken: ${e.reason}`;
+    case "slurm_hold": return `${d.job} held in Slurm (${e.reason})` + (e.dry_run ? " [dry run: not done]" : "");
+    case "slurm_unmanaged_run": return `${d.job} runs outside fairshare (${e.reason}): not charged`;
+    case "slurm_unmapped": return `${d.job}: account ${e.account} is not in the policy: ${e.reason}`;
     default: return `${d.decision}${d.job ? " " + d.job : ""}`;
   }
 }
