@@ -164,7 +164,7 @@ def _pending(
         entry = e.deadline_entry.pop(was.id, None)
         if entry is not None:
             del e.deadline_q[bisect.bisect_left(e.deadline_q, entry)]
-        e.last_hold.pop(was.id, None)
+        e._forget(was.id)  # cancelled by the new policy
     return rejected
 
 

@@ -362,8 +362,14 @@ class EngineState:
             self.journal.append(Event("finished", (job_id,)))
         self.need_pass = True
         view = self._stop(job_id)
-        self.states[job_id].attained += (self.t - view.t0) * view.job.gpus
+        self._forget(job_id)  # ended for good: no later call reads its state
         return view
+
+    def _forget(self, job_id: str) -> None:
+        """Drop a job's per-job state once it ended (finished or cancelled). The rest of its
+        per-job entries (queues, deadline index, hung, detached) left with its run or queue place."""
+        self.states.pop(job_id, None)
+        self.last_hold.pop(job_id, None)
 
     def preempted(self, job_id: str, reason: str, by: str | None, lost_gpu_s: float, kept: float) -> RunView:
         """A run was preempted at the current instant; the job, with `kept` seconds of progress
@@ -402,6 +408,9 @@ class EngineState:
             self._stop(job_id)
         elif job_id in self.pending.jobs:
             self._from_pending(self.pending.jobs[job_id])
+        else:
+            return
+        self._forget(job_id)
 
     def hung(self, job_id: str) -> None:
         """A running job stopped making progress now; past its class's max_stall the watchdog may
@@ -568,6 +577,8 @@ class EngineState:
                 st = self.states[job_id]
                 st.preempt_retry_at, st.preempt_failed_at = retry, self.t
                 if retry not in self.retry_wakes:
+                    if len(self.retry_wakes) >= 64:  # grid points past are never asked for again
+                        self.retry_wakes = {w for w in self.retry_wakes if w > self.t}
                     self.retry_wakes.add(retry)
                     self._push(retry, "wake", None)
             if self.last_hold.get(job_id) != reason:

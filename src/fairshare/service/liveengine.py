@@ -18,6 +18,12 @@ record per job (submitted, first and last start, end, runs, preemptions) for the
 integrates *unallocated* usage per tree node over the window (usage above the node's static
 entitlement, static fraction x C(t), at each instant) with a listener.
 
+Retention: a job's record (and a rejected submission's) is dropped once it ended more than the
+retention period ago (`retention`: the policy's window, after which its usage no longer counts),
+at the first `begin` after that: a journaled call, so a rebuild drops the same records at the
+same instant. The audit keeps its decisions for ever; the loop dedupes a submission reported
+again after its record is gone by the journal's keys (fairshare.service.retention).
+
 `replay(engine, events)` applies stored journal events as `EngineState.rebuild` does (the recovery path
 and a follower's tail); `rebuild(...)` makes a fresh engine from the journal's first `setup` record.
 """
@@ -111,6 +117,7 @@ class LiveEngine(EngineState):
         self.exceptions_in_force: list[dict[str, Any]] = []
         self.rejected: dict[str, str] = {}
         self.cancelled_by_policy: dict[str, str] = {}  # job -> reason (a policy change cancelled it)
+        self.ended_q: deque[tuple[float, str]] = deque()  # (when, job): ended or rejected, in order
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LiveEngine:
         # the forecast copies the engine; policies is a function (shared), the rest copied as usual
@@ -131,6 +138,33 @@ class LiveEngine(EngineState):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+    # ------------------------------------------------------------------ retention
+    @property
+    def retention(self) -> float:
+        """How long a job's record is kept after it ended: the policy's window."""
+        return self.setup.window
+
+    def begin(self, t: float) -> None:
+        super().begin(t)
+        q = self.ended_q
+        if q and q[0][0] < self.t - self.retention:
+            self._prune(self.t - self.retention)
+
+    def _prune(self, before: float) -> None:
+        """Drop the records of jobs that ended (or were rejected) before `before`."""
+        q = self.ended_q
+        while q and q[0][0] < before:
+            when, job_id = q.popleft()
+            rec = self.info.get(job_id)
+            if rec is None:
+                self.rejected.pop(job_id, None)
+            elif rec.state in ("done", "cancelled") and rec.ended == when:  # else it ended again later
+                del self.info[job_id]
+
+    def _ended(self, rec: JobInfo, state: str) -> None:
+        rec.state, rec.ended = state, self.t
+        self.ended_q.append((self.t, rec.request.id))
 
     # ------------------------------------------------------------------ job records
     def submit(self, job: JobRequest) -> None:
@@ -155,7 +189,7 @@ class LiveEngine(EngineState):
         view = super().finished(job_id)
         rec = self.info.get(job_id)
         if rec is not None and rec.state != "cancelled":
-            rec.state, rec.ended = "done", self.t
+            self._ended(rec, "done")
         return view
 
     def preempted(self, job_id: str, reason: str, by: str | None, lost_gpu_s: float, kept: float) -> RunView:
@@ -172,7 +206,8 @@ class LiveEngine(EngineState):
         super().cancelled(job_id)
         rec = self.info.get(job_id)
         if rec is not None:
-            rec.state, rec.ended, rec.nodes = "cancelled", self.t, ()
+            self._ended(rec, "cancelled")
+            rec.nodes = ()
 
     def _log(self, kind: str, *args: Any) -> None:
         if self.journal is not None:
@@ -201,7 +236,7 @@ class LiveEngine(EngineState):
             self.cancelled_by_policy[job_id] = reason
             rec = self.info.get(job_id)
             if rec is not None:
-                rec.state, rec.ended = "cancelled", self.t
+                self._ended(rec, "cancelled")
         for job_id in set(self.info) & (set(self.pending.jobs) | set(self.running)):
             rec = self.info[job_id]
             job = self.pending.jobs.get(job_id) or self.running[job_id].job
@@ -259,6 +294,7 @@ class LiveEngine(EngineState):
         """A submission the policy in force refuses (unknown group or class, fits no node, ...)."""
         self._log("reject", job_id, reason)
         self.rejected[job_id] = reason
+        self.ended_q.append((self.t, job_id))
 
     def change_nodes(self, nodes: Sequence[Node]) -> list[tuple[str, dict[str, Any]]]:
         """The cluster's nodes now (EngineState.set_nodes); the audit's records of the change:

@@ -40,7 +40,7 @@ from ..engine.events import Event
 from ..engine.forecast import forecast_starts
 from ..errors import InputError
 from ..inputs.policy import Policy
-from . import audit, journal, portfolio
+from . import audit, journal, portfolio, retention
 from .audit import AuditRecord
 from .backend import (
     Backend,
@@ -236,11 +236,7 @@ class SchedulerLoop:
         started = self.wall()
         now = max(self.clock(), e.t)
         obs = [o for o in backend.observe(self.since, now) if o.key not in self.seen]
-        late = [o.key for o in obs if o.t < self.since]  # reported again after `seen` forgot them?
-        if late:
-            with self.store.read() as tx:
-                journaled = journal.keys_present(tx, late)
-            obs = [o for o in obs if o.key not in journaled]
+        obs = retention.not_journaled(self.store, e, obs, self.since)  # late, or of a pruned job
         groups: list[tuple[float, list[Observation]]] = []
         for o in obs:
             t = max(o.t, e.t)

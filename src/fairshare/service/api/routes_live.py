@@ -202,6 +202,8 @@ def job(request: Request, store: StoreDep, _: Caller, job_id: Text) -> JSON:
         ]
     if row is None and not records:
         raise NotFound(f"no job {job_id!r} (finished jobs are kept in views for a day; decisions for ever)")
+    if row is None and _pruned(request, job_id, records, runs):
+        raise NotFound(_pruned_text(job_id))
     return JSON(
         orjson.dumps(
             {
@@ -220,8 +222,34 @@ async def explain_(request: Request, _: FastCaller, job_id: Text) -> JSON:
     cache = _cache(request)
     body = cache.get(v, f"explain:{job_id}", lambda: explain(v, job_id))
     if body == b"null":
+        if _pruned(request, job_id, None, None):
+            raise NotFound(_pruned_text(job_id))
         raise NotFound(f"no pending or running job {job_id!r} in the current view")
     return JSON(body)
+
+
+_SCHEDULED = frozenset({"start", "hold", "preempt", "reserve", "submit_rejected", "cancel"})
+
+
+def _pruned(request: Request, job_id: str, records: list[Any] | None, runs: list[Any] | None) -> bool:
+    """The scheduler had the job (the audit or the usage knows it), and its engine's record is gone:
+    it ended more than the retention period ago (LiveEngine.retention)."""
+    e = _live(request).loop.engine
+    if e is None or job_id in e.info or job_id in e.rejected:
+        return False
+    if records is None:
+        store = _live(request).store
+        with store.read() as tx:
+            records = audit.query(tx, job=job_id, limit=200, newest_first=True)
+            runs = journal.usage_of(tx, job_id)
+    return bool(runs) or any(r.decision in _SCHEDULED for r in records)
+
+
+def _pruned_text(job_id: str) -> str:
+    return (
+        f"job {job_id!r} ended more than the retention period (the policy's window) ago: its record is "
+        f"no longer kept; its decisions are, at /api/decisions?job={job_id}"
+    )
 
 
 _DURATION_HELP = "seconds, or a duration such as 90m or 2h"
