@@ -10,7 +10,8 @@ from pathlib import Path
 from fairshare.inputs.policy import Policy
 from fairshare.service import audit, journal, portfolio
 from fairshare.service.loop import LoopOptions, SchedulerLoop
-from fairshare.service.slurmcluster import SlurmCluster, SlurmOptions
+from fairshare.service.options import SlurmOptions
+from fairshare.service.slurmcluster import SlurmCluster
 from fairshare.service.store import Store
 from fairshare.service.submissions import CrashPoints
 from fairshare.slurm.fake import FakeSlurm

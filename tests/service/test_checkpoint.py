@@ -302,7 +302,8 @@ def test_serve_takes_the_checkpoint_cadence(tmp_path: object) -> None:
     from click.testing import CliRunner
 
     from fairshare.cli import main
-    from fairshare.service.server import ServeOptions, prepare
+    from fairshare.service.options import ServeOptions
+    from fairshare.service.server import prepare
 
     db = f"sqlite:///{tmp_path}/x.db"
     p = prepare(ServeOptions(db, None, "demo:normal", None, checkpoint_events=1234))

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from fairshare.cli import main
 from fairshare.errors import InputError
 from fairshare.service import portfolio
+from fairshare.service.options import ServeOptions
 from fairshare.service.serve_slurm import prepare_slurm
-from fairshare.service.server import ServeOptions
 from fairshare.service.slurmcluster import SlurmCluster
 from fairshare.service.store import Store
 from fairshare.slurm.fake import FakeSlurm, dev_config

@@ -20,7 +20,8 @@ import pytest
 from fairshare.service import audit, journal, portfolio
 from fairshare.service.errors import ClusterUnavailable
 from fairshare.service.loop import LoopOptions, SchedulerLoop
-from fairshare.service.slurmcluster import SlurmCluster, SlurmOptions
+from fairshare.service.options import SlurmOptions
+from fairshare.service.slurmcluster import SlurmCluster
 from fairshare.service.store import Store
 from fairshare.slurm.devcluster import DevCluster
 

@@ -309,7 +309,8 @@ def serve(
     from ..core.strategies import STRATEGIES
     from ..errors import InputError
     from .errors import ServiceError
-    from .server import ServeOptions, run
+    from .options import ServeOptions
+    from .server import run
 
     if strategy not in STRATEGIES:
         _fail(f"--strategy: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")

@@ -2,8 +2,8 @@
 
 Before anything else it runs `fairshare slurm check` (`require_ready`): a wrong setting, a missing
 permission or account stops it with exit 2 naming each item. The engine is built from Slurm's nodes
-at start (GPU nodes in the policy's partitions; fixed while it runs: a change of nodes needs a
-restart on a new database, like every backend). The clock is the wall clock (Unix seconds, as
+at start (GPU nodes in the policy's partitions); nodes sinfo adds or drops later reach it as
+`NodesChanged` (engine/nodes.py). The clock is the wall clock (Unix seconds, as
 Slurm's), and the loop looks at Slurm every `--interval` (default 15 s).
 """
 
@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 from ..errors import InputError
 from . import portfolio
 from .loop import LoopOptions, SchedulerLoop
-from .slurmcluster import SlurmCluster, SlurmOptions
+from .options import ServeOptions, SlurmOptions
+from .slurmcluster import SlurmCluster
 from .store import Store
 from .submissions import CrashPoints
 
 if TYPE_CHECKING:
     from ..inputs.policy import Policy
     from ..slurm.backend import SlurmBackend
-    from .server import ServeOptions
 
 DEFAULT_INTERVAL = 15.0
 

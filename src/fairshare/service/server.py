@@ -30,6 +30,7 @@ from .clock import scaled_clock
 from .demo import DemoCluster, Scenario
 from .live import LiveService
 from .loop import LoopOptions, SchedulerLoop
+from .options import ServeOptions
 from .store import Store
 from .submissions import CRASH_ENV, CrashPoints
 
@@ -44,26 +45,6 @@ class ClockRef:
 
     def __call__(self) -> float:
         return self.target()
-
-
-@dataclass
-class ServeOptions:
-    db: str | None
-    policy: Path | None
-    cluster: str | None
-    speed: float | None
-    host: str = "127.0.0.1"
-    port: int = 8080
-    demo: bool = False
-    strategy: str = "fairshare"
-    seed: int = 1
-    metrics_public: bool = False
-    auth_cache_s: float = 5.0
-    crash: str | None = None
-    dry_run: bool = False  # slurm: audit what it would do, change nothing in Slurm
-    interval: float | None = None  # slurm: seconds between looks at Slurm (default 15)
-    slurm_timeout: float = 30.0  # slurm: seconds for each Slurm command
-    checkpoint_events: int | None = None  # journal events between checkpoints (None: LoopOptions')
 
 
 @dataclass

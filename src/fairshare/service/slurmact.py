@@ -27,11 +27,11 @@ from ..slurm.mapping import Mapper, NodeView
 from ..slurm.model import SlurmJob, SlurmNode
 from ..slurm.priority import Band, plan_priorities, priorities_of
 from .backend import Failure, Observation, Outcome, Preempted, Record
+from .options import SlurmOptions
 
 if TYPE_CHECKING:
     from ..slurm.backend import SlurmBackend
     from .liveengine import LiveEngine
-    from .slurmcluster import SlurmOptions
 
 NOW_RUNNING = frozenset({"RUNNING", "CONFIGURING"})
 NOT_ELIGIBLE = frozenset(

@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.contract import checkpointed, lost_gpu_s
@@ -70,6 +69,7 @@ from .backend import (
     in_order,
 )
 from .errors import ClusterUnavailable, ServiceError
+from .options import SlurmOptions
 from .slurmact import NOW_RUNNING, SlurmActions, eligible
 
 if TYPE_CHECKING:
@@ -78,14 +78,6 @@ if TYPE_CHECKING:
 
 REQUEUED_STATES = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPTED", "NODE_FAIL"})
 FAR = 10 * 365 * 86400.0  # a Slurm drain has no deadline: running jobs finish
-
-
-@dataclass
-class SlurmOptions:
-    dry_run: bool = False
-    grace_s: float = 30.0  # a job gone from squeue without an end in accounting: ended after this
-    lookback_s: float = 0.0  # first start on an empty database: charge runs back this far
-    margin_s: float = 120.0  # accounting is read from this long before the last cycle
 
 
 class SlurmCluster(SlurmActions):
