@@ -19,7 +19,7 @@ import pytest
 from conftest import a_request
 from fairshare.core import JobRequest, Knobs, Node, TreeIndex, decide, get_strategy
 from fairshare.core.snapshot import Snapshot
-from fairshare.engine import EngineSetup, EngineState, Event
+from fairshare.engine import EngineSetup, EngineState, Event, ServingState
 from fairshare.inputs.scenarios import SCENARIOS
 from fairshare.replay.runner import inputs_from_scenario
 from fairshare.replay.sim import Simulator
@@ -295,10 +295,10 @@ def _setup(tree: TreeIndex, **over: Any) -> EngineSetup:
     return dataclasses.replace(base, **over)
 
 
-def _busy_engine(journal: list[Event] | None = None) -> EngineState:
+def _busy_engine(journal: list[Event] | None = None) -> ServingState:
     """a and b each run a 4-GPU job and an 8-GPU one from 0 (both nodes full); at 1000 a2 and b2
     wait; the ledger holds 1000 s of usage."""
-    e = EngineState(_setup(_tree(("a", 50), ("b", 50))), get_strategy("fairshare"), journal=journal)
+    e = ServingState(_setup(_tree(("a", 50), ("b", 50))), get_strategy("fairshare"), journal=journal)
     e.begin(0.0)
     for jid, group, leaf, gpus, node in (("a1", "a", 0, 4, 0), ("b1", "b", 1, 4, 0), ("a3", "a", 0, 8, 1)):
         e.submit(request(jid, group, leaf, 0.0, gpus))
@@ -309,7 +309,7 @@ def _busy_engine(journal: list[Event] | None = None) -> EngineState:
     return e
 
 
-def _by_path(e: EngineState) -> dict[str, list[float]]:
+def _by_path(e: ServingState) -> dict[str, list[float]]:
     e._flush()
     return {p: e.ledger.sums[:, i].tolist() for i, p in enumerate(e.tree.paths)}
 
@@ -383,7 +383,7 @@ def test_a_pending_job_of_a_class_the_policy_no_longer_has_is_cancelled_with_the
     ids=str,
 )
 def test_a_knob_change_rekeys_every_pending_job(order: str, first: str) -> None:
-    e = EngineState(_setup(_tree(("a", 50), ("b", 50))), get_strategy("fairshare"))
+    e = ServingState(_setup(_tree(("a", 50), ("b", 50))), get_strategy("fairshare"))
     e.begin(0.0)
     for i in (0, 1):
         e.submit(request(f"b{i}", "b", 1, 0.0, 8))
@@ -461,7 +461,7 @@ def test_state_rebuilt_from_a_journal_with_a_reconfigure_equals_the_live_one() -
     stored = [json.loads(json.dumps(ev.as_json())) for ev in journal]
     again = [Event.from_json(x) for x in stored]
     assert next(ev for ev in again if ev.kind == "reconfigure").args[0] == new
-    rebuilt = EngineState.rebuild(_setup(_tree(("a", 50), ("b", 50))), get_strategy("fairshare"), again)
+    rebuilt = ServingState.rebuild(_setup(_tree(("a", 50), ("b", 50))), get_strategy("fairshare"), again)
     assert _internals(rebuilt) == _internals(e)
     assert rebuilt.detached == e.detached and rebuilt.tree == e.tree
     live = copy.deepcopy(e)

@@ -1,4 +1,4 @@
-"""Nodes that change while the engine serves (EngineState.set_nodes; the rules:
+"""Nodes that change while the engine serves (ServingState.set_nodes; the rules:
 fairshare.engine.nodes): added, removed, back, changed, of a new GPU type; rebuilt from the journal."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fairshare.core import Knobs, Node, TreeIndex, decide, get_strategy
-from fairshare.engine import EngineSetup, EngineState, Event
+from fairshare.engine import EngineSetup, Event, ServingState
 from test_engine import Group, _canonical, _internals, request
 
 
@@ -25,13 +25,13 @@ N0, N1, N2 = node("n0"), node("n1"), node("n2")
 A100 = node("g0", 4, "A100")
 
 
-def engine(nodes: tuple[Node, ...], journal: list[Event] | None = None, **rates: float) -> EngineState:
+def engine(nodes: tuple[Node, ...], journal: list[Event] | None = None, **rates: float) -> ServingState:
     tree = TreeIndex.build([Group("a", 50), Group("b", 50)])
     setup = EngineSetup(tree, Knobs(), rates or {"H100": 1.0, "A100": 0.5}, nodes, 7 * 86400.0)
-    return EngineState(setup, get_strategy("fairshare"), journal=journal)
+    return ServingState(setup, get_strategy("fairshare"), journal=journal)
 
 
-def run_pass(e: EngineState) -> list[tuple[str, str, tuple[int, ...]]]:
+def run_pass(e: ServingState) -> list[tuple[str, str, tuple[int, ...]]]:
     """One pass at the engine's instant, carried out at once: (decision, job, node indexes)."""
     e.settle()
     if not e.pass_due():
@@ -48,7 +48,7 @@ def run_pass(e: EngineState) -> list[tuple[str, str, tuple[int, ...]]]:
 
 
 def at(
-    e: EngineState, t: float, *calls: Callable[[EngineState], Any]
+    e: ServingState, t: float, *calls: Callable[[ServingState], Any]
 ) -> list[tuple[str, str, tuple[int, ...]]]:
     e.begin(t)
     for call in calls:
@@ -56,11 +56,11 @@ def at(
     return run_pass(e)
 
 
-def submit(job_id: str, gpus: int, t: float, **over: Any) -> Callable[[EngineState], Any]:
+def submit(job_id: str, gpus: int, t: float, **over: Any) -> Callable[[ServingState], Any]:
     return lambda e: e.submit(request(job_id, "a", 0, t, gpus, **over))
 
 
-def cluster(*nodes: Node) -> Callable[[EngineState], Any]:
+def cluster(*nodes: Node) -> Callable[[ServingState], Any]:
     return lambda e: e.set_nodes(nodes)
 
 
@@ -241,18 +241,18 @@ def test_state_rebuilt_from_a_journal_with_node_changes_equals_the_live_one() ->
     _rebuilt_equals(e, journal, (N0, N1))
 
 
-def _rebuilt_equals(e: EngineState, journal: list[Event], nodes: tuple[Node, ...]) -> None:
+def _rebuilt_equals(e: ServingState, journal: list[Event], nodes: tuple[Node, ...]) -> None:
     stored = [json.loads(json.dumps(ev.as_json())) for ev in journal]
     again = [Event.from_json(x) for x in stored]
     first = engine(nodes)
-    rebuilt = EngineState.rebuild(first.setup, first.strategy, again)
+    rebuilt = ServingState.rebuild(first.setup, first.strategy, again)
     assert rebuilt.nodes == e.nodes and rebuilt.setup == e.setup
     assert _fleet(rebuilt) == _fleet(e)
     assert _internals(rebuilt) == _internals(e)
     assert _canonical(rebuilt.snapshot()) == _canonical(copy.deepcopy(e).snapshot())
 
 
-def _fleet(e: EngineState) -> dict[str, Any]:
+def _fleet(e: ServingState) -> dict[str, Any]:
     f, ix = e.fleet, e.fleet.index
     keep = (
         "rates",

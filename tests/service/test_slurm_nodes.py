@@ -1,7 +1,7 @@
 """The loop on SlurmCluster over FakeSlurm when sinfo's nodes change while serving: a node added
 takes a waiting job, a node removed leaves service without preempting its run, a node of an unrated
 GPU type is left out, the same observation twice changes nothing, a restart rebuilds the same
-engine (EngineState.set_nodes; the rules: fairshare.engine.nodes)."""
+engine (ServingState.set_nodes; the rules: fairshare.engine.nodes)."""
 
 from __future__ import annotations
 

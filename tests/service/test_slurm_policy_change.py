@@ -1,5 +1,5 @@
 """The loop on SlurmCluster over FakeSlurm when a policy change cancels waiting jobs (their group
-left the tree): the engine cancels them (EngineState.reconfigure) and fairshare holds them in
+left the tree): the engine cancels them (ServingState.reconfigure) and fairshare holds them in
 Slurm, so Slurm's own scheduler does not start them behind the engine's back."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The cluster's nodes changed while an engine serves (`EngineState.set_nodes`).
+"""The cluster's nodes changed while an engine serves (`ServingState.set_nodes`).
 
 A live cluster gains and loses nodes; the replay's never does. A driver gives the engine the
 cluster's nodes as they are now (every node that exists, schedulable or not: a node that is merely

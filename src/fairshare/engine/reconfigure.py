@@ -1,4 +1,4 @@
-"""A new policy applied to a running engine from its current instant (`EngineState.reconfigure`).
+"""A new policy applied to a running engine from its current instant (`ServingState.reconfigure`).
 
 A live driver changes the policy while jobs wait and run; the replay never does. The new setup's
 tree, knobs, GPU rates, window and exceptions apply from the engine's instant t on; the nodes are

@@ -11,7 +11,7 @@ carry out, with the audit records) and says when it next needs a pass.
 A driver's cycle at one instant t (the simulator does exactly this; a service does it per tick):
 
     engine.begin(t)            clock to t; the engine's timers due by t fire
-    engine.submit(...) / started / finished / preempted / drain / undrain / set_nodes / hung / poke
+    engine.submit(...) / started / finished / preempted / drain / undrain / hung / poke
     if engine.settle():        judge the runs whose protected window ended at t; a pass is due
         actions = engine.apply(decide(engine.snapshot(), engine.strategy))
         carry out actions.preempts, then actions.starts, reporting each back (preempted, started)
@@ -33,12 +33,12 @@ import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 
 from ..core.contract import latest_start, overhead_of
-from ..core.model import TIME_EPS, JobRequest, Node
+from ..core.model import TIME_EPS, JobRequest
 from ..core.placement import Alloc, FreeIndex
 from ..core.scheduler import deadline_due, may_be_victim
 from ..core.snapshot import Decisions, JobState, PendingQueues, Preempt, RunView, Snapshot, Start
@@ -47,9 +47,7 @@ from .demand import Demand
 from .events import Event, Reservation
 from .fleet import Fleet
 from .ledger import DecayLedger, Ledger, Vec
-from .nodes import NodeChange, set_nodes
 from .owed import effective_shares, water_fill
-from .reconfigure import Reconfigured, reconfigure
 from .setup import EngineSetup
 
 _NONE: frozenset[int] = frozenset()
@@ -142,7 +140,7 @@ class EngineState:
         events: Iterable[Event],
         listener: RatesListener | None = None,
         journal: list[Event] | None = None,
-    ) -> EngineState:
+    ) -> Self:
         """A fresh state with `events` (a journal) replayed into it: equal to the state that
         recorded them (the service's recovery path)."""
         engine = cls(setup, strategy, listener, journal)
@@ -160,18 +158,6 @@ class EngineState:
                 self.snapshot()
             else:
                 getattr(self, ev.kind)(*ev.args)
-
-    def reconfigure(self, setup: EngineSetup) -> Reconfigured:
-        """A new policy (tree, knobs, GPU rates, window, exceptions; the same nodes: set_nodes) applies from
-        now: usage carries over by tree path, pending jobs whose leaf or class is gone are
-        cancelled, running ones never preempted by it (the rules: fairshare.engine.reconfigure).
-        Returns the jobs it cancelled and the runs whose leaf is gone, for the driver to audit."""
-        if self.journal is not None:
-            self.journal.append(Event("reconfigure", (setup,)))
-        return self._reconfigure(setup)
-
-    def _reconfigure(self, setup: EngineSetup) -> Reconfigured:
-        return reconfigure(self, setup)
 
     # ------------------------------------------------------------------ timers and the clock
     def _push(self, t: float, kind: str, payload: Any) -> None:
@@ -448,12 +434,6 @@ class EngineState:
             self.fleet.undrain(i)
         self.dirty = self.need_pass = True
         return back
-
-    def set_nodes(self, nodes: Sequence[Node]) -> NodeChange:
-        """The cluster's nodes from now, all of them (indices stay; new ones appended, missing ones
-        out of service for good: the rules, fairshare.engine.nodes). Journaled when it changes
-        anything; raises ValueError (nothing changed) when a new node cannot be taken."""
-        return set_nodes(self, nodes)
 
     def drain_due(self) -> frozenset[int]:
         """Draining nodes whose drain deadline has come."""

@@ -20,7 +20,7 @@ once), and carries out the loop's decisions after the loop has committed them:
 
 A backend that places jobs (`places_jobs`) keeps its node indexes: its nodes must be the journal's.
 One that does not (Slurm) reports node changes as `NodesChanged` (the cluster's nodes now, all of
-them; EngineState.set_nodes keeps every node's index and appends new ones).
+them; ServingState.set_nodes keeps every node's index and appends new ones).
 
 `observe` raises `errors.ClusterUnavailable` when the cluster cannot be read (its controller is
 down, a command timed out): the loop skips that cycle and retries with backoff, keeping its state
@@ -103,7 +103,7 @@ class Undrained(Observation):
 
 @dataclass(frozen=True)
 class NodesChanged(Observation):
-    """The cluster's nodes now, all of them, schedulable or not (EngineState.set_nodes: new ones
+    """The cluster's nodes now, all of them, schedulable or not (ServingState.set_nodes: new ones
     appended, missing ones out of service, returning ones back). Keyed by their content."""
 
     nodes: tuple[Node, ...]

@@ -1,7 +1,7 @@
 """The portfolio in force in the loop: the policy version and the share exceptions that apply now.
 
 A new policy version applies from the next pass, tree, GPU rates and window included
-(`LiveEngine.set_policy`, i.e. `EngineState.reconfigure`: usage carried by tree path), audited
+(`LiveEngine.set_policy`, i.e. `ServingState.reconfigure`: usage carried by tree path), audited
 `policy_applied` with what it changes; each pending job it cancels (its group or class is gone) is
 audited `policy_cancelled` with the reason, each running job whose group is gone `policy_recharged`
 with the node now charged. A stored version that cannot be built into an engine setup (its text no

@@ -5,7 +5,7 @@ replay never does, each a journaled call like the engine's own, so a restart reb
 
     set_policy(sha)            a new policy version applies from now: tree, shares, knobs, classes,
                                GPU rates, window and the strategy's preemption switch
-                               (EngineState.reconfigure; pending jobs of a removed group or class
+                               (ServingState.reconfigure; pending jobs of a removed group or class
                                are cancelled, runs are never preempted by it)
     set_exceptions([...])      the share exceptions in force from now (policy file's and stored ones)
     reject(job, reason)        a submission the policy in force cannot take
@@ -48,6 +48,7 @@ from ..engine.events import Event
 from ..engine.ledger import Ledger
 from ..engine.owed import effective_shares
 from ..engine.reconfigure import Reconfigured, remap_ledger
+from ..engine.serving import ServingState
 from ..engine.setup import EngineSetup, node_json, node_of_json
 from ..engine.state import EngineState
 from ..inputs.policy import Policy
@@ -96,8 +97,8 @@ class Unallocated:
         self.ledger.advance(t1)
 
 
-class LiveEngine(EngineState):
-    """EngineState with the live driver's calls and job records (see the module's docstring)."""
+class LiveEngine(ServingState):
+    """ServingState with the live driver's calls and job records (see the module's docstring)."""
 
     def __init__(
         self,
@@ -214,7 +215,7 @@ class LiveEngine(EngineState):
             self.journal.append(Event(kind, args))
 
     def set_policy(self, sha: str) -> Reconfigured:
-        """A new policy version applies from now, whatever it changes (EngineState.reconfigure's
+        """A new policy version applies from now, whatever it changes (ServingState.reconfigure's
         rules: usage carried by tree path, pending jobs of a removed group or class cancelled,
         running ones never preempted by it). The exceptions in force are placed on its tree."""
         self._log("set_policy", sha)
@@ -297,7 +298,7 @@ class LiveEngine(EngineState):
         self.ended_q.append((self.t, job_id))
 
     def change_nodes(self, nodes: Sequence[Node]) -> list[tuple[str, dict[str, Any]]]:
-        """The cluster's nodes now (EngineState.set_nodes); the audit's records of the change:
+        """The cluster's nodes now (ServingState.set_nodes); the audit's records of the change:
         node_added, node_removed (with the jobs still running there: not preempted by it),
         node_returned, or nodes_refused (nothing changed) with the reason."""
         try:
@@ -330,7 +331,7 @@ class LiveEngine(EngineState):
 
 def what_changes(a: Policy, b: Policy) -> list[str]:
     """What policy `b` changes of `a` beyond shares, knobs and classes (for the audit): the tree
-    paths, the GPU rates, the window (EngineState.reconfigure carries usage over each)."""
+    paths, the GPU rates, the window (ServingState.reconfigure carries usage over each)."""
     why = []
     ta, tb = TreeIndex.build(a.tree), TreeIndex.build(b.tree)
     if ta.paths != tb.paths:
