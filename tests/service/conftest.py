@@ -22,6 +22,10 @@ from typing import Any
 
 import pytest
 
+from fairshare.core.model import Node
+from fairshare.service import portfolio
+from fairshare.service.fake import FakeCluster
+from fairshare.service.loop import LoopOptions, SchedulerLoop
 from fairshare.service.store import Store
 
 T0 = 1796083200.0  # 2026-12-01T00:00:00Z
@@ -251,3 +255,25 @@ def live(db_url: str) -> Iterator[Any]:
     from .live_helpers import live_service
 
     yield from live_service(db_url)
+
+
+# the loop on the scripted fake cluster (test_fake_cluster.py, test_retention.py)
+FAKE_NODES = [Node(f"n{i}", "p", 8, "H100", 64.0, 512.0, "b0") for i in range(2)]
+
+
+@pytest.fixture
+def fake_loop(db_url: str, clock: Clock) -> Iterator[tuple[SchedulerLoop, FakeCluster, Store]]:
+    fake = FakeCluster(FAKE_NODES)
+    with Store.open(db_url, clock) as store:
+        with store.write() as tx:
+            portfolio.put_policy(tx, POLICY, "test")
+        loop = SchedulerLoop(store, lambda: fake, clock, LoopOptions(speed=0, forecast_s=0.0, publish_s=0.0))
+        assert loop.take_lock()
+        loop.become_writer()
+        yield loop, fake, store
+        loop._reset()
+
+
+def tick(loop: SchedulerLoop, clock: Clock, seconds: float) -> None:
+    clock.advance(seconds)
+    loop.cycle()

@@ -4,39 +4,15 @@ again, the order reaches the cluster with every pass."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from fairshare.core.model import Node
-from fairshare.service import audit, journal, portfolio
+from fairshare.service import audit, journal
 from fairshare.service.backend import Drained, Finished, Hung, Submitted
 from fairshare.service.fake import FakeCluster
-from fairshare.service.loop import LoopOptions, SchedulerLoop
+from fairshare.service.loop import SchedulerLoop
 from fairshare.service.store import Store
 
-from .conftest import POLICY, T0, Clock
+from .conftest import T0, Clock, tick
 
-NODES = [Node(f"n{i}", "p", 8, "H100", 64.0, 512.0, "b0") for i in range(2)]
 SPEC = {"group": "ops", "class": "train", "gpus": 8, "estimate": 3600.0}
-
-
-@pytest.fixture
-def fake_loop(db_url: str, clock: Clock) -> Iterator[tuple[SchedulerLoop, FakeCluster, Store]]:
-    fake = FakeCluster(NODES)
-    with Store.open(db_url, clock) as store:
-        with store.write() as tx:
-            portfolio.put_policy(tx, POLICY, "test")
-        loop = SchedulerLoop(store, lambda: fake, clock, LoopOptions(speed=0, forecast_s=0.0, publish_s=0.0))
-        assert loop.take_lock()
-        loop.become_writer()
-        yield loop, fake, store
-        loop._reset()
-
-
-def tick(loop: SchedulerLoop, clock: Clock, seconds: float) -> None:
-    clock.advance(seconds)
-    loop.cycle()
 
 
 def test_observations_reported_again_are_applied_once(

@@ -6,43 +6,24 @@ pruned job's submission again does not submit it again; the API answers 404 and 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
-from fairshare.service import journal, portfolio, tokens
+from fairshare.service import journal, tokens
 from fairshare.service.api.app import create_app
 from fairshare.service.backend import Finished, Submitted
 from fairshare.service.fake import FakeCluster
 from fairshare.service.live import LiveService
-from fairshare.service.loop import LoopOptions, SchedulerLoop
+from fairshare.service.loop import SchedulerLoop
 from fairshare.service.store import Store
 
-from .conftest import POLICY, T0, Clock
+from .conftest import T0, Clock, tick
 from .live_helpers import rebuild
 from .test_checkpoint import assert_same
-from .test_fake_cluster import NODES, SPEC
+from .test_fake_cluster import SPEC
 
 DAY = 86400.0
-
-
-@pytest.fixture
-def fake_loop(db_url: str, clock: Clock) -> Iterator[tuple[SchedulerLoop, FakeCluster, Store]]:
-    fake = FakeCluster(NODES)
-    with Store.open(db_url, clock) as store:
-        with store.write() as tx:
-            portfolio.put_policy(tx, POLICY, "test")
-        loop = SchedulerLoop(store, lambda: fake, clock, LoopOptions(speed=0, forecast_s=0.0, publish_s=0.0))
-        assert loop.take_lock()
-        loop.become_writer()
-        yield loop, fake, store
-        loop._reset()
-
-
-def tick(loop: SchedulerLoop, clock: Clock, seconds: float) -> None:
-    clock.advance(seconds)
-    loop.cycle()
 
 
 def _ended_jobs(loop: SchedulerLoop, fake: FakeCluster, clock: Clock) -> None:
