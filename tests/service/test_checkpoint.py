@@ -19,9 +19,9 @@ from fairshare.service.demo import DemoCluster
 from fairshare.service.liveengine import LiveEngine
 from fairshare.service.loop import LoopOptions, SchedulerLoop
 from fairshare.service.store import Store
-from fairshare.service.submissions import CrashPoints
 
 from .live_helpers import ManualClock, check_invariants, make_loop, rebuild, small_scenario
+from .test_loop import RaisingCrash
 
 
 def run(loop: SchedulerLoop, clock: ManualClock, seconds: float, step: float = 300.0) -> None:
@@ -262,25 +262,15 @@ class Kill(BaseException):
     """In-process stand-in for SIGKILL (not an Exception: nothing in the loop catches it)."""
 
 
-class KillAt(CrashPoints):
-    def __init__(self, point: str, nth: int) -> None:
-        super().__init__(None)
-        self.point, self.left = point, nth
-
-    def __call__(self, point: str) -> None:
-        if point == self.point:
-            self.left -= 1
-            if self.left == 0:
-                raise Kill(point)
-
-
 @pytest.mark.parametrize("point", ["before_checkpoint", "mid_checkpoint"])
 def test_a_crash_before_or_during_a_checkpoint_loses_nothing(db_url: str, point: str) -> None:
     clock = ManualClock()
     scenario = small_scenario()
     with Store.open(db_url, clock) as store:
         for round_ in range(3):
-            loop = make_loop(store, scenario, clock, checkpoint_events=100, crash=KillAt(point, 2 + round_))
+            loop = make_loop(
+                store, scenario, clock, checkpoint_events=100, crash=RaisingCrash(point, 2 + round_, Kill)
+            )
             before = headers(store)
             with pytest.raises(Kill):
                 run(loop, clock, 12 * 3600, step=600)

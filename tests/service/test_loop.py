@@ -57,17 +57,18 @@ class Boom(Exception):
 
 
 class RaisingCrash(CrashPoints):
-    """In-process stand-in for SIGKILL: an exception at the point (the loop object is then dropped)."""
+    """In-process stand-in for SIGKILL: `error` raised the nth time the loop reaches the point (the
+    loop object is then dropped). A BaseException gets past the loop's own `except Exception`s."""
 
-    def __init__(self, point: str, nth: int) -> None:
+    def __init__(self, point: str, nth: int, error: type[BaseException] = Boom) -> None:
         super().__init__(None)
-        self.point, self.left = point, nth
+        self.point, self.left, self.error = point, nth, error
 
     def __call__(self, point: str) -> None:
         if point == self.point:
             self.left -= 1
             if self.left == 0:
-                raise Boom(point)
+                raise self.error(point)
 
 
 @pytest.mark.parametrize("point", ["mid_commit", "after_commit", "after_act"])
