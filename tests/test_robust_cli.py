@@ -4,11 +4,16 @@ never a traceback; nothing is written."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
+from fairshare._cli_runtime import Main
 from fairshare.cli import main
 
 TRACE = ["--trace", "philly", "--jobs", "0:50"]
@@ -100,3 +105,48 @@ def test_a_bad_option_names_itself_and_exits_2(
     assert expected in res.output, res.output
     assert not (tmp_path / "o").exists()
     assert "philly.csv: line" not in res.output  # an option's error never blames a line of the trace
+
+
+def _interrupted_during_an_import(signum: int) -> click.Group:
+    """A command the signal reaches while a C extension initialises: Python hands the command an
+    ImportError chained from the interrupt, not the interrupt itself."""
+
+    @click.group(cls=Main)
+    def group() -> None:
+        pass
+
+    @group.command()
+    def work() -> None:
+        try:
+            os.kill(os.getpid(), signum)
+            time.sleep(5)  # the handler raises before this ends
+        except BaseException as exc:
+            raise ImportError("initialization failed") from exc
+
+    return group
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")],
+    ids=["sigterm", "sigint"],
+)
+def test_an_interrupt_turned_into_another_exception_still_exits_as_the_interrupt(
+    signum: int, code: int, said: str
+) -> None:
+    result = CliRunner().invoke(_interrupted_during_an_import(signum), ["work"])
+    assert result.exit_code == code, result.output
+    assert said in result.output
+
+
+def test_an_error_without_an_interrupt_is_not_taken_for_one() -> None:
+    @click.group(cls=Main)
+    def group() -> None:
+        pass
+
+    @group.command()
+    def work() -> None:
+        raise ImportError("initialization failed")
+
+    result = CliRunner().invoke(group, ["work"])
+    assert isinstance(result.exception, ImportError)

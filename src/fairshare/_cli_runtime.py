@@ -4,6 +4,7 @@ the `with` blocks on the way out have removed what was not finished), input warn
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import warnings
@@ -46,11 +47,24 @@ class Main(click.Group):
                 interrupts.check()  # an interrupt whose exception was lost (in a finalizer)
                 return result
         except KeyboardInterrupt:
-            click.echo("\ninterrupted: nothing unfinished was left behind", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
+            _exit_interrupted(ctx, signal.SIGINT)
         except Terminated:
-            click.echo("terminated: nothing unfinished was left behind", err=True)
-            ctx.exit(EXIT_TERMINATED)
+            _exit_interrupted(ctx, signal.SIGTERM)
+        except Exception:
+            # the interrupt's exception can come out as another one where it landed (SIGTERM during
+            # a C extension's import gives "ImportError: initialization failed"): still the interrupt
+            sig = interrupts.received()
+            if sig is None:
+                raise
+            _exit_interrupted(ctx, sig)
+
+
+def _exit_interrupted(ctx: click.Context, sig: int) -> None:
+    if sig == signal.SIGINT:
+        click.echo("\ninterrupted: nothing unfinished was left behind", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
+    click.echo("terminated: nothing unfinished was left behind", err=True)
+    ctx.exit(EXIT_TERMINATED)
 
 
 class Progress:
