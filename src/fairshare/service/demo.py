@@ -16,7 +16,9 @@ job ids suffixed `~k`, so a long demo keeps moving.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
+import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ..core.model import Node
+from ..core.model import JobRequest, Node
 from ..core.snapshot import Preempt, Start
 from ..errors import InputError
 from ..inputs.cluster import Cluster
@@ -52,6 +54,22 @@ from .backend import (
 from .errors import Conflict, NotFound
 from .store import Store
 from .timefmt import from_iso
+
+log = logging.getLogger(__name__)
+
+TRUTH_KEY = "_truth"  # in a demo_jobs row's spec: the job as the cluster resolved it at submission
+
+
+def job_to_json(job: Job) -> dict[str, Any]:
+    """A resolved job (request and truth) as JSON values; `job_from_json` reads it back equal."""
+    return {"request": dataclasses.asdict(job.request), "work": job.work, "stall_after": job.stall_after}
+
+
+def job_from_json(data: Mapping[str, Any]) -> Job:
+    req = dict(data["request"])
+    if req.get("gpu_types") is not None:
+        req["gpu_types"] = tuple(req["gpu_types"])
+    return Job(JobRequest(**req), float(data["work"]), data["stall_after"])
 
 
 @dataclass
@@ -159,7 +177,7 @@ class DemoCluster:
         self.lock = threading.Lock()  # API threads submit and cancel while the loop observes
         self.submits = [scenario.epoch + j.submit for j in scenario.jobs]
         self.by_id = {j.id: j for j in scenario.jobs}
-        self.api_jobs: dict[str, tuple[float, Job]] = {}
+        self.api_jobs: dict[str, tuple[float, Job | None]] = {}
         self.api_specs: dict[str, dict[str, Any]] = {}
         self.api_times: list[tuple[float, str]] = []
         self.runs: dict[str, list[Run]] = {}
@@ -178,7 +196,11 @@ class DemoCluster:
         with self.store.read() as tx:
             for r in tx.conn.execute(select(schema.demo_jobs).order_by(schema.demo_jobs.c.t)):
                 spec, at = json.loads(r.spec), float(r._mapping["t"])
-                self.api_jobs[r.job] = (at, self.build_job(r.job, spec, at))
+                truth = spec.pop(TRUTH_KEY, None)
+                self.api_jobs[r.job] = (
+                    at,
+                    job_from_json(truth) if truth else self._resolve_old(r.job, spec, at),
+                )
                 self.api_specs[r.job] = spec
                 self.api_times.append((at, r.job))
             rows = tx.conn.execute(
@@ -205,6 +227,15 @@ class DemoCluster:
                 if not runs or runs[-1].end_kind != "cancel":  # a run cancelled logged it already
                     self._logged(Cancelled(at, r.job, r.by))
         self.api_times.sort()
+
+    def _resolve_old(self, job_id: str, spec: Mapping[str, Any], at: float) -> Job | None:
+        """A submission stored without its truth (before issue 18): resolved again against the
+        policy in force; one it no longer takes is a job this cluster cannot run (never started)."""
+        try:
+            return self.build_job(job_id, spec, at)
+        except InputError as exc:
+            log.warning("demo cluster: job %s cannot be resolved again (%s): it will not run", job_id, exc)
+            return None
 
     def job(self, job_id: str) -> Job | None:
         api = self.api_jobs.get(job_id)
@@ -472,13 +503,16 @@ class DemoCluster:
     # ------------------------------------------------------------------ users
     def submit(self, job_id: str, spec: Mapping[str, Any], t: float, by: str = "api") -> float:
         with self.lock:
-            if self.job(job_id) is not None:
+            if job_id in self.api_jobs or self.job(job_id) is not None:
                 raise Conflict(f"a job {job_id!r} exists already", field="job_id")
             at = max(t, self.observed_until)
             job = self.build_job(job_id, spec, at)
+            # the cluster keeps the truth it was given: a restart must not resolve it again against
+            # a policy that may have changed since (or before the scheduler's state is rebuilt)
+            stored = {**spec, TRUTH_KEY: job_to_json(job)} if job is not None else dict(spec)
             with self.store.write() as tx:
                 tx.conn.execute(
-                    schema.demo_jobs.insert().values(job=job_id, t=at, spec=json.dumps(dict(spec)), by=by)
+                    schema.demo_jobs.insert().values(job=job_id, t=at, spec=json.dumps(stored), by=by)
                 )
             self.api_jobs[job_id] = (at, job)
             self.api_specs[job_id] = dict(spec)

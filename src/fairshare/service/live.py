@@ -64,6 +64,9 @@ class LiveService:
     # ------------------------------------------------------------------ users' actions
     def _writer_backend(self) -> Any:
         backend = self.loop.backend
+        if self.loop.role == "starting" or (self.loop.role == "writer" and backend is None):
+            error = f" (last error: {self.loop.error})" if self.loop.error else ""
+            raise Unavailable(f"the scheduler loop is starting: try again in a few seconds{error}")
         if self.loop.role != "writer" or backend is None:
             holder = f" ({self.loop.holder})" if self.loop.holder else ""
             raise Unavailable(

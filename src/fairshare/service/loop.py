@@ -198,9 +198,10 @@ class SchedulerLoop:
     def become_writer(self, policy_sha: str | None = None) -> None:
         """With the writer lock held: rebuild from the journal (or start one), reconcile."""
         assert self.lock is not None
+        rebuilt = self.catch_up()  # the engine first: a backend may resolve jobs by its policy
         backend = self.backend_factory()
         self.backend = backend
-        if not self.catch_up():
+        if not rebuilt:
             with self.store.read() as tx:
                 cur = portfolio.current_policy(tx)
             if cur is None:
@@ -370,17 +371,10 @@ class SchedulerLoop:
 
     def build_truth_job(self, job_id: str, spec: Mapping[str, Any], t: float) -> Any:
         """(demo) An API submission resolved against the policy in force, with its truth."""
-        assert self.requests is not None
         e = self.engine
-        sha = e.policy_sha if e is not None else self._current_sha()
-        return self.requests.build(self.policy(sha), job_id, spec, t, truth=True)
-
-    def _current_sha(self) -> str:
-        with self.store.read() as tx:
-            cur = portfolio.current_policy(tx)
-        if cur is None:
-            raise Unavailable("no policy is stored")
-        return cur.sha256
+        if e is None or self.requests is None:
+            raise Unavailable("the scheduler loop is starting: its state is not rebuilt yet")
+        return self.requests.build(self.policy(e.policy_sha), job_id, spec, t, truth=True)
 
     def _portfolio(self, now: float, audits: list[AuditRecord]) -> None:
         """Apply a new policy version and the exceptions in force at `now` (audited)."""
