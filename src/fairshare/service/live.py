@@ -36,6 +36,7 @@ class LiveService:
         self.store, self.loop = store, loop
         self.stop_event = threading.Event()
         self.thread: threading.Thread | None = None
+        self.wait_s = 3.0  # how long a job action waits for the loop to show it (a test drives the loop)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -125,10 +126,8 @@ class LiveService:
 
         return self._wait_for(job_id, gone, {"id": job_id, "state": "cancelling"})
 
-    def _wait_for(
-        self, job_id: str, ready: Any, fallback: dict[str, Any], timeout: float = 3.0
-    ) -> dict[str, Any]:
-        end = time.monotonic() + timeout
+    def _wait_for(self, job_id: str, ready: Any, fallback: dict[str, Any]) -> dict[str, Any]:
+        end = time.monotonic() + self.wait_s
         while time.monotonic() < end:
             v = self.loop.view
             if ready(v):
