@@ -516,7 +516,3 @@ class DemoCluster:
                 self._end(run, at, "cancel", None, by, lost, kept, stall_done)
             else:
                 self._logged(Cancelled(at, job_id, by))
-
-    # ------------------------------------------------------------------ checks (tests)
-    def all_runs(self) -> list[Run]:
-        return [r for runs in self.runs.values() for r in runs]

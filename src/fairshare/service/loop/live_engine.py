@@ -279,18 +279,6 @@ class LiveEngine(ServingState):
             if e["group"] in idx
         )
 
-    def applied_exceptions(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "group": e.group,
-                "extra_share": e.extra_share,
-                "expires_t": e.expires_t,
-                "approver": e.approver,
-                "reason": e.reason,
-            }
-            for e in self.setup.exceptions
-        ]
-
     def reject(self, job_id: str, reason: str) -> None:
         """A submission the policy in force refuses (unknown group or class, fits no node, ...)."""
         self._log("reject", job_id, reason)
@@ -321,9 +309,6 @@ class LiveEngine(ServingState):
         """The nodes in the cluster now (not removed; drained or not); all when none is."""
         retired = self.fleet.retired
         return tuple(n for i, n in enumerate(self.nodes) if i not in retired) or self.nodes
-
-    def hold_reasons(self) -> Mapping[str, str]:
-        return self.last_hold
 
     def node_names(self) -> list[str]:
         return [n.name for n in self.nodes]

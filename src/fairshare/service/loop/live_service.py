@@ -53,14 +53,6 @@ class LiveService:
     def view(self) -> View:
         return self.loop.view
 
-    def wait_ready(self, timeout: float = 30.0) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.loop.view.version > 0:
-                return True
-            time.sleep(0.02)
-        return False
-
     # ------------------------------------------------------------------ users' actions
     def _writer_backend(self) -> Any:
         backend = self.loop.backend

@@ -29,10 +29,6 @@ class ScaledClock:
     def __call__(self) -> float:
         return self.sim_base + (self.wall() - self.wall_base) * self.speed
 
-    def wall_seconds(self, sim_seconds: float) -> float:
-        """Wall-clock seconds until `sim_seconds` of this clock have passed."""
-        return sim_seconds / self.speed if self.speed > 0 else float("inf")
-
 
 def get_state(tx: Tx, key: str) -> dict[str, object] | None:
     s = schema.service_state.c
