@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from fairshare.service import checkpoint, portfolio, schema
-from fairshare.service.demo import DemoCluster, Scenario
-from fairshare.service.loop import LoopOptions, SchedulerLoop
-from fairshare.service.store import Store
+from fairshare.service.clusters.demo import DemoCluster, Scenario
+from fairshare.service.loop import checkpoint
+from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.storage import portfolio, schema
+from fairshare.service.storage.store import Store
 
 
 class ManualClock:

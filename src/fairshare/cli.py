@@ -19,8 +19,8 @@ from .inputs import limits
 from .inputs._validation import load_yaml, validate
 from .inputs.policy import Policy, review_warnings
 from .replay.results import Comparison
-from .service.cli import register as register_service_commands
-from .slurm.cli import slurm as _slurm_commands
+from .service.service_cli import register as register_service_commands
+from .slurm.slurm_cli import slurm as _slurm_commands
 
 if TYPE_CHECKING:
     from .replay.runner import Inputs

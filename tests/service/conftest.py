@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from fairshare.core.model import Node
-from fairshare.service import portfolio
-from fairshare.service.fake import FakeCluster
-from fairshare.service.loop import LoopOptions, SchedulerLoop
-from fairshare.service.store import Store
+from fairshare.service.clusters.fake import FakeCluster
+from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.storage import portfolio
+from fairshare.service.storage.store import Store
 
 T0 = 1796083200.0  # 2026-12-01T00:00:00Z
 PG_MAJOR = "15"
@@ -242,7 +242,7 @@ def store(db_url: str, clock: Clock) -> Iterator[Store]:
 @pytest.fixture
 def policy_store(store: Store) -> Store:
     """A store holding POLICY as version 1."""
-    from fairshare.service import portfolio
+    from fairshare.service.storage import portfolio
 
     with store.write() as tx:
         portfolio.put_policy(tx, POLICY, "setup")

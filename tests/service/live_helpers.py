@@ -15,14 +15,14 @@ from sqlalchemy import select
 
 from fairshare.engine.events import Event
 from fairshare.inputs.scenarios import ScenarioData
-from fairshare.service import audit, journal, portfolio, schema, tokens
 from fairshare.service.api.app import create_app
-from fairshare.service.demo import DemoCluster, Scenario
-from fairshare.service.live import LiveService
-from fairshare.service.liveengine import LiveEngine, Setup, new_engine, replay
-from fairshare.service.loop import LoopOptions, SchedulerLoop
-from fairshare.service.store import Store
-from fairshare.service.views import View, build_view
+from fairshare.service.clusters.demo import DemoCluster, Scenario
+from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.live_engine import LiveEngine, Setup, new_engine, replay
+from fairshare.service.loop.live_service import LiveService
+from fairshare.service.loop.views import View, build_view
+from fairshare.service.storage import audit, journal, portfolio, schema, tokens
+from fairshare.service.storage.store import Store
 
 EPOCH = 1796083200.0  # 2026-12-01T00:00:00Z
 

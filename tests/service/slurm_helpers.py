@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fairshare.inputs.policy import Policy
-from fairshare.service import audit, journal, portfolio
-from fairshare.service.loop import LoopOptions, SchedulerLoop
+from fairshare.service.clusters.slurm_cluster import SlurmCluster
+from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.requests import CrashPoints
 from fairshare.service.options import SlurmOptions
-from fairshare.service.slurmcluster import SlurmCluster
-from fairshare.service.store import Store
-from fairshare.service.submissions import CrashPoints
-from fairshare.slurm.fake import FakeSlurm
+from fairshare.service.storage import audit, journal, portfolio
+from fairshare.service.storage.store import Store
+from fairshare.slurm.fake_client import FakeSlurm
 
 from .conftest import T0, Clock
 

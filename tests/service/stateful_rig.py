@@ -19,17 +19,17 @@ import numpy as np
 import yaml
 from fastapi.testclient import TestClient
 
-from fairshare.service import audit, journal, portfolio, tokens
 from fairshare.service.api.app import create_app
-from fairshare.service.backend import Backend
-from fairshare.service.demo import DemoCluster
-from fairshare.service.live import LiveService
-from fairshare.service.loop import LoopOptions, SchedulerLoop
+from fairshare.service.clusters.backend import Backend
+from fairshare.service.clusters.demo import DemoCluster
+from fairshare.service.clusters.slurm_cluster import SlurmCluster
+from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.live_service import LiveService
+from fairshare.service.loop.requests import CrashPoints
 from fairshare.service.options import SlurmOptions
-from fairshare.service.slurmcluster import SlurmCluster
-from fairshare.service.store import Store
-from fairshare.service.submissions import CrashPoints
-from fairshare.slurm.fake import FakeSlurm
+from fairshare.service.storage import audit, journal, portfolio, tokens
+from fairshare.service.storage.store import Store
+from fairshare.slurm.fake_client import FakeSlurm
 
 from .conftest import Clock
 from .live_helpers import EPOCH, check_invariants, rebuild, small_scenario, view_of

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from fairshare.service import tokens
 from fairshare.service.api.app import create_app
-from fairshare.service.audit import AuditRecord
-from fairshare.service.store import Store
+from fairshare.service.storage import tokens
+from fairshare.service.storage.audit import AuditRecord
+from fairshare.service.storage.store import Store
 
 from .conftest import POLICY, Clock
 

@@ -17,9 +17,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairshare.service import tokens
 from fairshare.service.api.app import create_app
-from fairshare.service.store import Store
+from fairshare.service.storage import tokens
+from fairshare.service.storage.store import Store
 
 PATHS = [
     "/healthz",

@@ -17,11 +17,11 @@ from fairshare.errors import InputError
 from fairshare.replay.outputs import write_replay
 from fairshare.replay.runner import run_strategy
 from fairshare.report.explain import explain
-from fairshare.service import audit
-from fairshare.service.audit import AuditRecord, canonical
-from fairshare.service.journal import JournalEvent
-from fairshare.service.schema import GENESIS
-from fairshare.service.store import Store
+from fairshare.service.storage import audit
+from fairshare.service.storage.audit import AuditRecord, canonical
+from fairshare.service.storage.journal import JournalEvent
+from fairshare.service.storage.schema import GENESIS
+from fairshare.service.storage.store import Store
 
 from .conftest import Clock
 

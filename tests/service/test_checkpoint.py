@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from fairshare.service import checkpoint, schema
-from fairshare.service.demo import DemoCluster
-from fairshare.service.liveengine import LiveEngine
-from fairshare.service.loop import LoopOptions, SchedulerLoop
-from fairshare.service.store import Store
+from fairshare.service.clusters.demo import DemoCluster
+from fairshare.service.loop import checkpoint
+from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.live_engine import LiveEngine
+from fairshare.service.storage import schema
+from fairshare.service.storage.store import Store
 
 from .live_helpers import ManualClock, check_invariants, make_loop, rebuild, small_scenario
 from .test_loop import RaisingCrash
@@ -183,7 +184,7 @@ def test_bad_checkpoints_are_ignored_and_the_journal_replayed(
         import hashlib
 
         _corrupt(store, third.id, state=garbage, sha256=hashlib.sha256(garbage).hexdigest())  # unloadable
-        caplog.set_level(logging.WARNING, "fairshare.service.checkpoint")
+        caplog.set_level(logging.WARNING, "fairshare.service.loop.checkpoint")
         again = restarted(store, scenario, clock, checkpoint_events=0, checkpoint_s=0)
         assert again.ckpt.restored is not None and again.ckpt.restored.id == fourth.id  # the newest valid one
         assert "its sha256 is" in caplog.text and "written by 'fairshare 0.0.1" in caplog.text
@@ -228,7 +229,7 @@ def test_the_wall_clock_rule_and_pruning(tmp_path: object) -> None:
     wall = [0.0]
     with Store.open(f"sqlite:///{tmp_path}/x.db", clock) as store:
         with store.write() as tx:
-            from fairshare.service import portfolio
+            from fairshare.service.storage import portfolio
 
             portfolio.put_policy(tx, scenario.policy_text, "test")
         holder: list[SchedulerLoop] = []

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from fairshare.cli import main
-from fairshare.service import tokens
-from fairshare.service.store import Store
+from fairshare.service.storage import tokens
+from fairshare.service.storage.store import Store
 
 from .conftest import POLICY, Clock
 

@@ -20,10 +20,10 @@ import httpx
 import numpy as np
 import pytest
 
-from fairshare.service import tokens
-from fairshare.service.demo import DemoCluster, Scenario
-from fairshare.service.loop import LoopOptions, SchedulerLoop
-from fairshare.service.store import Store
+from fairshare.service.clusters.demo import DemoCluster, Scenario
+from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.storage import tokens
+from fairshare.service.storage.store import Store
 
 from .live_helpers import ManualClock, check_invariants, rebuild, view_of
 

@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from fairshare.service import tokens
 from fairshare.service.api.app import create_app
-from fairshare.service.live import LiveService
-from fairshare.service.store import Store
+from fairshare.service.loop.live_service import LiveService
+from fairshare.service.storage import tokens
+from fairshare.service.storage.store import Store
 
 from .live_helpers import ManualClock, make_loop, small_scenario
 

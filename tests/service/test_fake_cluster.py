@@ -4,11 +4,11 @@ again, the order reaches the cluster with every pass."""
 
 from __future__ import annotations
 
-from fairshare.service import audit, journal
-from fairshare.service.backend import Drained, Finished, Hung, Submitted
-from fairshare.service.fake import FakeCluster
-from fairshare.service.loop import SchedulerLoop
-from fairshare.service.store import Store
+from fairshare.service.clusters.backend import Drained, Finished, Hung, Submitted
+from fairshare.service.clusters.fake import FakeCluster
+from fairshare.service.loop.cycle import SchedulerLoop
+from fairshare.service.storage import audit, journal
+from fairshare.service.storage.store import Store
 
 from .conftest import T0, Clock, tick
 

@@ -9,9 +9,9 @@ import time
 
 from fastapi.testclient import TestClient
 
-from fairshare.service import tokens
 from fairshare.service.api.app import create_app
-from fairshare.service.store import Store
+from fairshare.service.storage import tokens
+from fairshare.service.storage.store import Store
 
 from .live_helpers import Live, rebuild, view_of
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from fairshare.service.errors import WriterLockHeld
-from fairshare.service.store import Store
+from fairshare.service.service_errors import WriterLockHeld
+from fairshare.service.storage.store import Store
 
 from .conftest import PgServer
 
 HOLDER = """
 import sys, time
-from fairshare.service.store import Store
+from fairshare.service.storage.store import Store
 store = Store.open(sys.argv[1], time.time)
 lock = store.writer_lock()
 lock.acquire()

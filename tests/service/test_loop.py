@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from fairshare.service import audit, portfolio
-from fairshare.service.demo import DemoCluster
-from fairshare.service.errors import Conflict
-from fairshare.service.loop import LoopOptions, SchedulerLoop
-from fairshare.service.store import Store
-from fairshare.service.submissions import CrashPoints
+from fairshare.service.clusters.demo import DemoCluster
+from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.requests import CrashPoints
+from fairshare.service.service_errors import Conflict
+from fairshare.service.storage import audit, portfolio
+from fairshare.service.storage.store import Store
 
 from .live_helpers import EPOCH, ManualClock, check_invariants, make_loop, rebuild, small_scenario, view_of
 
@@ -247,7 +247,7 @@ def test_submissions_and_cancellations_through_the_cluster(tmp_path: object) -> 
 
 
 def test_the_clock_continues_from_the_database_and_rebases_on_a_new_speed(tmp_path: object) -> None:
-    from fairshare.service.clock import scaled_clock
+    from fairshare.service.storage.clock_state import scaled_clock
 
     wall = [1000.0]
     with Store.open(f"sqlite:///{tmp_path}/x.db", lambda: 0.0) as store:

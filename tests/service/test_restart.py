@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
-from fairshare.service import portfolio
-from fairshare.service.errors import Unavailable
-from fairshare.service.live import LiveService
-from fairshare.service.roles import Principal
-from fairshare.service.store import Store
+from fairshare.service.loop.live_service import LiveService
+from fairshare.service.service_errors import Unavailable
+from fairshare.service.storage import portfolio
+from fairshare.service.storage.roles import Principal
+from fairshare.service.storage.store import Store
 
 from .live_helpers import ManualClock, check_invariants, make_loop, rebuild, small_scenario
 from .test_loop import run

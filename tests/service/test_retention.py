@@ -10,13 +10,13 @@ import pickle
 import pytest
 from fastapi.testclient import TestClient
 
-from fairshare.service import journal, tokens
 from fairshare.service.api.app import create_app
-from fairshare.service.backend import Finished, Submitted
-from fairshare.service.fake import FakeCluster
-from fairshare.service.live import LiveService
-from fairshare.service.loop import SchedulerLoop
-from fairshare.service.store import Store
+from fairshare.service.clusters.backend import Finished, Submitted
+from fairshare.service.clusters.fake import FakeCluster
+from fairshare.service.loop.cycle import SchedulerLoop
+from fairshare.service.loop.live_service import LiveService
+from fairshare.service.storage import journal, tokens
+from fairshare.service.storage.store import Store
 
 from .conftest import T0, Clock, tick
 from .live_helpers import rebuild

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fairshare.service.portfolio import ExceptionRecord, PolicyVersion, sha256_text
-from fairshare.service.review import review, review_text
-from fairshare.service.tokens import TokenRecord
+from fairshare.service.storage.portfolio import ExceptionRecord, PolicyVersion, sha256_text
+from fairshare.service.storage.review import review, review_text
+from fairshare.service.storage.tokens import TokenRecord
 
 from .conftest import POLICY, T0
 

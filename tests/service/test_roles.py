@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fairshare.errors import InputError
-from fairshare.service.errors import Forbidden
-from fairshare.service.roles import (
+from fairshare.service.service_errors import Forbidden
+from fairshare.service.storage.roles import (
     Principal,
     check_role,
     require_admin,

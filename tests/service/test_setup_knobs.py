@@ -8,7 +8,7 @@ from fairshare.core.model import Node
 from fairshare.inputs._validation import validate
 from fairshare.inputs.policy import Policy
 from fairshare.inputs.scenarios import SCENARIOS
-from fairshare.service.liveengine import setup_of
+from fairshare.service.loop.live_engine import setup_of
 
 NODES = (Node("n0", "p", 8, "H100", 64.0, 512.0, "b0"),)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairshare.service import journal
+from fairshare.service.storage import journal
 
 from .slurm_helpers import rig
 

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from fairshare.service import audit, journal
-from fairshare.service.errors import ClusterUnavailable
-from fairshare.service.loop import LoopOptions
-from fairshare.slurm.errors import SlurmTimeout, SlurmUnavailable
+from fairshare.service.loop.cycle import LoopOptions
+from fairshare.service.service_errors import ClusterUnavailable
+from fairshare.service.storage import audit, journal
+from fairshare.slurm.slurm_errors import SlurmTimeout, SlurmUnavailable
 
 from .live_helpers import view_of
 from .slurm_helpers import Rig, rig

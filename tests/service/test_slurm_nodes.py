@@ -10,9 +10,9 @@ import dataclasses
 
 import pytest
 
-from fairshare.service import journal
-from fairshare.service.backend import NodesChanged
-from fairshare.service.liveengine import LiveEngine
+from fairshare.service.clusters.backend import NodesChanged
+from fairshare.service.loop.live_engine import LiveEngine
+from fairshare.service.storage import journal
 from test_engine import _canonical
 
 from .slurm_helpers import Rig, rig

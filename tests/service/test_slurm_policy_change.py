@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairshare.service import portfolio
+from fairshare.service.storage import portfolio
 
 from .slurm_helpers import POLICY, Rig, rig
 

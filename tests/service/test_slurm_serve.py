@@ -10,12 +10,12 @@ from click.testing import CliRunner
 
 from fairshare.cli import main
 from fairshare.errors import InputError
-from fairshare.service import portfolio
+from fairshare.service.clusters.slurm_cluster import SlurmCluster
 from fairshare.service.options import ServeOptions
 from fairshare.service.serve_slurm import prepare_slurm
-from fairshare.service.slurmcluster import SlurmCluster
-from fairshare.service.store import Store
-from fairshare.slurm.fake import FakeSlurm, dev_config
+from fairshare.service.storage import portfolio
+from fairshare.service.storage.store import Store
+from fairshare.slurm.fake_client import FakeSlurm, dev_config
 
 from .conftest import T0, Clock
 from .slurm_helpers import POLICY

@@ -29,8 +29,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from fairshare.service.roles import under
-from fairshare.service.submissions import CRASH_POINTS
+from fairshare.service.loop.requests import CRASH_POINTS
+from fairshare.service.storage.roles import under
 
 from .conftest import PgServer
 from .stateful_rig import CLASSES, LEAVES, MEMBER, OWNER, ServiceRig

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from fairshare.errors import InputError
-from fairshare.service import audit, journal, schema
-from fairshare.service.audit import AuditRecord
-from fairshare.service.db import parse_url
-from fairshare.service.errors import Conflict, SchemaTooNew
-from fairshare.service.journal import Interval, JournalEvent
-from fairshare.service.store import Store
+from fairshare.service.service_errors import Conflict, SchemaTooNew
+from fairshare.service.storage import audit, journal, schema
+from fairshare.service.storage.audit import AuditRecord
+from fairshare.service.storage.db import parse_url
+from fairshare.service.storage.journal import Interval, JournalEvent
+from fairshare.service.storage.store import Store
 
 from .conftest import Clock, PgServer
 
@@ -277,9 +277,9 @@ def test_concurrent_appends_keep_one_chain(store: Store) -> None:
 
 WRITER = """
 import sys, time
-from fairshare.service.audit import AuditRecord
-from fairshare.service.journal import Interval, JournalEvent
-from fairshare.service.store import Store
+from fairshare.service.storage.audit import AuditRecord
+from fairshare.service.storage.journal import Interval, JournalEvent
+from fairshare.service.storage.store import Store
 store = Store.open(sys.argv[1], time.time)
 for k in range(1000):
     store.commit(

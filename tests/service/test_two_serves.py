@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from fairshare.service import tokens
-from fairshare.service.store import Store
+from fairshare.service.storage import tokens
+from fairshare.service.storage.store import Store
 
 from .test_crash import start
 

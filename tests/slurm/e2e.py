@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fairshare.slurm.backend import CliBackend
+from fairshare.slurm.client import CliBackend
 from fairshare.slurm.model import SlurmRun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,8 +228,8 @@ def _measure(out: E2E, runs: list[SlurmRun], t0: float, t_end: float, t_both: fl
 
 
 def _audit_counts(db: str, t0: float) -> dict[str, int]:
-    from fairshare.service import audit
-    from fairshare.service.store import Store
+    from fairshare.service.storage import audit
+    from fairshare.service.storage.store import Store
 
     counts: dict[str, int] = {}
     with Store.open(db, time.time) as store, store.read() as tx:

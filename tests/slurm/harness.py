@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from fairshare.slurm.backend import CliBackend, SlurmBackend
-from fairshare.slurm.fake import FakeSlurm
+from fairshare.slurm.client import CliBackend, SlurmBackend
+from fairshare.slurm.fake_client import FakeSlurm
 from fairshare.slurm.model import SlurmJob
 
 T = TypeVar("T")

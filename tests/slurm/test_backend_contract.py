@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairshare.slurm.fake import COMPUTED_PRIORITY
+from fairshare.slurm.fake_client import COMPUTED_PRIORITY
 
 from .harness import NEVER_A_JOB, Harness, wait_for
 

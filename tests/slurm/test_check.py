@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from fairshare.cli import main
 from fairshare.inputs.policy import Policy, load_policy
-from fairshare.slurm import cli as slurm_cli
+from fairshare.slurm import slurm_cli
 from fairshare.slurm.check import (
     CheckReport,
     SlurmNotReady,
@@ -20,7 +20,7 @@ from fairshare.slurm.check import (
     require_ready,
     run_check,
 )
-from fairshare.slurm.fake import FakeSlurm, dev_config
+from fairshare.slurm.fake_client import FakeSlurm, dev_config
 from fairshare.slurm.model import Association, Gres, Qos
 from fairshare.slurm.parse import parse_config
 

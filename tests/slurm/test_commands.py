@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fairshare.slurm.backend import CliBackend, slurm_time
+from fairshare.slurm.client import CliBackend, slurm_time
 from fairshare.slurm.commands import Completed, SubprocessRunner
-from fairshare.slurm.errors import (
+from fairshare.slurm.slurm_errors import (
     SlurmCommandError,
     SlurmNotFound,
     SlurmOutputError,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fairshare.slurm.errors import SlurmCommandError, SlurmTimeout, SlurmUnavailable
-from fairshare.slurm.fake import FakeSlurm
+from fairshare.slurm.fake_client import FakeSlurm
 from fairshare.slurm.priority import Band, apply_priorities, plan_priorities, priorities_of
+from fairshare.slurm.slurm_errors import SlurmCommandError, SlurmTimeout, SlurmUnavailable
 
 
 class Clock:

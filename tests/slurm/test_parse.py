@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from fairshare.slurm.errors import SlurmOutputError, SlurmUnavailable
 from fairshare.slurm.model import Gres, NodeAlloc
 from fairshare.slurm.parse import (
     expand_hostlist,
@@ -22,6 +21,7 @@ from fairshare.slurm.parse import (
     parse_runs,
     parse_tres,
 )
+from fairshare.slurm.slurm_errors import SlurmOutputError, SlurmUnavailable
 
 DATA = Path(__file__).parent / "data"
 

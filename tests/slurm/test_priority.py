@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairshare.slurm.errors import SlurmUnavailable
-from fairshare.slurm.fake import COMPUTED_PRIORITY, FakeSlurm
+from fairshare.slurm.fake_client import COMPUTED_PRIORITY, FakeSlurm
 from fairshare.slurm.priority import (
     Band,
     JobPriority,
@@ -20,6 +19,7 @@ from fairshare.slurm.priority import (
     priorities_of,
     reset_priorities,
 )
+from fairshare.slurm.slurm_errors import SlurmUnavailable
 
 BAND = Band(1_000_000, 1_000_000_000, 1000)
 

@@ -13,11 +13,11 @@ import pytest
 
 from fairshare.inputs.policy import load_policy
 from fairshare.slurm import procs
-from fairshare.slurm.backend import CliBackend
+from fairshare.slurm.client import CliBackend
 from fairshare.slurm.devcluster import DevCluster
-from fairshare.slurm.errors import SlurmTimeout, SlurmUnavailable
 from fairshare.slurm.mapping import Mapper
 from fairshare.slurm.priority import Band, apply_priorities, plan_priorities, priorities_of
+from fairshare.slurm.slurm_errors import SlurmTimeout, SlurmUnavailable
 
 from .conftest import EXAMPLE
 from .harness import RealHarness, wait_for

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from fairshare.service import audit, journal, portfolio
-from fairshare.service.errors import ClusterUnavailable
-from fairshare.service.loop import LoopOptions, SchedulerLoop
+from fairshare.service.clusters.slurm_cluster import SlurmCluster
+from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
 from fairshare.service.options import SlurmOptions
-from fairshare.service.slurmcluster import SlurmCluster
-from fairshare.service.store import Store
+from fairshare.service.service_errors import ClusterUnavailable
+from fairshare.service.storage import audit, journal, portfolio
+from fairshare.service.storage.store import Store
 from fairshare.slurm.devcluster import DevCluster
 
 from . import e2e

@@ -14,16 +14,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from . import portfolio
-from .loop import LoopOptions, SchedulerLoop
+from .clusters.slurm_cluster import SlurmCluster
+from .loop.cycle import LoopOptions, SchedulerLoop
+from .loop.requests import CrashPoints
 from .options import ServeOptions, SlurmOptions
-from .slurmcluster import SlurmCluster
-from .store import Store
-from .submissions import CrashPoints
+from .storage import portfolio
+from .storage.store import Store
 
 if TYPE_CHECKING:
     from ..inputs.policy import Policy
-    from ..slurm.backend import SlurmBackend
+    from ..slurm.client import SlurmBackend
 
 DEFAULT_INTERVAL = 15.0
 
@@ -32,7 +32,7 @@ def ready(client: SlurmBackend, policy: Policy) -> tuple[dict[str, str], dict[st
     """`slurm check` must pass: (config, account -> parent account); InputError (exit 2) naming
     what is wrong otherwise."""
     from ..slurm.check import SlurmNotReady, require_ready
-    from ..slurm.errors import SlurmError
+    from ..slurm.slurm_errors import SlurmError
 
     try:
         require_ready(client, policy)
@@ -62,9 +62,9 @@ def prepare_slurm(
     wall: Callable[[], float] = time.time,
 ) -> SchedulerLoop:
     """The loop on Slurm over an open store that holds the policy (serve --policy stored it)."""
-    from ..slurm.backend import CliBackend
+    from ..slurm.client import CliBackend
     from ..slurm.mapping import memory_is_allocated
-    from .clock import get_state, put_state
+    from .storage.clock_state import get_state, put_state
 
     client = client if client is not None else CliBackend(timeout=opt.slurm_timeout)
     with store.read() as tx:

@@ -25,14 +25,14 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..inputs.policy import Policy
-from . import portfolio, tokens
-from .clock import scaled_clock
-from .demo import DemoCluster, Scenario
-from .live import LiveService
-from .loop import LoopOptions, SchedulerLoop
+from .clusters.demo import DemoCluster, Scenario
+from .loop.cycle import LoopOptions, SchedulerLoop
+from .loop.live_service import LiveService
+from .loop.requests import CRASH_ENV, CrashPoints
 from .options import ServeOptions
-from .store import Store
-from .submissions import CRASH_ENV, CrashPoints
+from .storage import portfolio, tokens
+from .storage.clock_state import scaled_clock
+from .storage.store import Store
 
 log = logging.getLogger("fairshare.service")
 
@@ -90,7 +90,7 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
     made: dict[str, str] = {}
     try:
         with store.write() as tx:
-            from .clock import get_state, put_state
+            from .storage.clock_state import get_state, put_state
 
             ref.target = scaled_clock(tx, scenario.epoch, speed, wall)
             stored = get_state(tx, "demo")

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ..inputs.policy import Policy
 from .accounts import account_plan, sacctmgr_commands, section_of
-from .backend import SlurmBackend
+from .client import SlurmBackend
 from .mapping import Mapper
 from .model import Association, Qos, SlurmNode
 

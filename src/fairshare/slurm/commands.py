@@ -12,14 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .errors import (
+from .model import Outcome
+from .slurm_errors import (
     SlurmCommandError,
     SlurmNotFound,
     SlurmPermissionError,
     SlurmTimeout,
     SlurmUnavailable,
 )
-from .model import Outcome
 
 
 @dataclass(frozen=True, slots=True)

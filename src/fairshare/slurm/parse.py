@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from .errors import SlurmOutputError, SlurmUnavailable
 from .model import Association, Gres, NodeAlloc, Qos, SlurmJob, SlurmNode, SlurmRun
+from .slurm_errors import SlurmOutputError, SlurmUnavailable
 
 T = TypeVar("T")
 NO_VAL32 = 0xFFFFFFFE

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .backend import SlurmBackend
+from .client import SlurmBackend
 from .model import ActionResult, SlurmJob
 
 

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from ..store import Store
+from ..storage.store import Store
 from . import (
-    errors,
+    error_handlers,
     routes_dashboard,
     routes_decisions,
     routes_exceptions,
@@ -20,7 +20,7 @@ from . import (
 from .deps import AuthCache
 
 if TYPE_CHECKING:
-    from ..live import LiveService
+    from ..loop.live_service import LiveService
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 
@@ -54,12 +54,12 @@ def create_app(
     app.state.auth_cache = AuthCache(auth_cache_s) if auth_cache_s > 0 else None
     app.state.metrics_public = metrics_public
     if live is not None:
-        from ..metrics import make_registry
+        from .metrics import make_registry
 
         registry, hist = make_registry(lambda: live.view)
         app.state.metrics_registry = registry
         live.loop.on_pass.append(hist.observe)
-    errors.install(app)
+    error_handlers.install(app)
     for module in (
         routes_meta,
         routes_policy,
@@ -70,7 +70,7 @@ def create_app(
         routes_dashboard,
     ):
         app.include_router(module.router)
-    app.add_middleware(errors.BodyLimit, limit=max_body_bytes)
+    app.add_middleware(error_handlers.BodyLimit, limit=max_body_bytes)
     return app
 
 

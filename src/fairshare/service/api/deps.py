@@ -12,11 +12,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, Field
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import Unauthorized
-from ..roles import Principal
-from ..store import Store
+from ..service_errors import Unauthorized
+from ..storage.roles import Principal
+from ..storage.store import Store
+from ..storage.tokens import TokenRecord, authenticate
 from ..timefmt import from_iso
-from ..tokens import TokenRecord, authenticate
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `fairshare token create`.")
 

@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..portfolio import ExceptionRecord, PolicyVersion
+from ..storage.portfolio import ExceptionRecord, PolicyVersion
+from ..storage.tokens import TokenRecord
 from ..timefmt import iso
-from ..tokens import TokenRecord
 from .deps import LongText, Name, Path, Text
 
 MAX_POLICY_CHARS = 1_000_000

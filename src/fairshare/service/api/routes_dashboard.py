@@ -10,14 +10,14 @@ from importlib.resources import files
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from ..errors import NotFound
+from ..service_errors import NotFound
 
 router = APIRouter(include_in_schema=False)
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 
 
 def _asset(name: str) -> bytes:
-    return files("fairshare.service").joinpath("dashboard", name).read_bytes()
+    return files("fairshare.service.api").joinpath("dashboard", name).read_bytes()
 
 
 @router.get("/")

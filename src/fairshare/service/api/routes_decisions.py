@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from ...errors import InputError
-from .. import audit
+from ..storage import audit
 from ..timefmt import iso
 from .deps import Caller, Instant, StoreDep, Text, instant
 from .models import DecisionOut, DecisionPage

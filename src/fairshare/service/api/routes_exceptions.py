@@ -8,8 +8,8 @@ from fastapi import APIRouter, Body, Query
 
 from ..._units import parse_duration
 from ...errors import InputError
-from .. import portfolio
-from ..roles import require_exception
+from ..storage import portfolio
+from ..storage.roles import require_exception
 from ..timefmt import from_iso
 from .deps import Caller, Id, Path, StoreDep
 from .models import ExceptionCreate, ExceptionEnd, ExceptionOut

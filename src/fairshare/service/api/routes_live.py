@@ -16,11 +16,11 @@ from starlette.concurrency import run_in_threadpool
 
 from ..._units import parse_duration
 from ...errors import InputError
-from .. import audit, journal
-from ..errors import NotFound, Unavailable
-from ..live import LiveService
+from ..loop.live_service import LiveService
+from ..loop.views import View, explain
+from ..service_errors import NotFound, Unavailable
+from ..storage import audit, journal
 from ..timefmt import from_iso, iso
-from ..views import View, explain
 from .deps import Caller, FastCaller, Path, StoreDep, Text
 from .models import Request as StrictRequest
 

@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from .. import audit, portfolio, tokens
-from ..review import review
-from ..roles import require_admin
+from ..storage import audit, portfolio, tokens
+from ..storage.review import review
+from ..storage.roles import require_admin
 from .deps import Caller, StoreDep
 from .models import VerifyOut, WhoAmI
 

@@ -10,9 +10,9 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import InputError
-from .. import portfolio
-from ..errors import NotFound, ServiceError
-from ..roles import require_admin
+from ..service_errors import NotFound, ServiceError
+from ..storage import portfolio
+from ..storage.roles import require_admin
 from .deps import Caller, Id, StoreDep, clean_text
 from .models import MAX_POLICY_CHARS, PolicyOut, PolicyPut, PolicyPutOut
 

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 
 from ..._units import parse_duration
 from ...errors import InputError
-from .. import tokens
-from ..roles import require_admin
+from ..storage import tokens
+from ..storage.roles import require_admin
 from .deps import Caller, Id, StoreDep
 from .models import TokenCreate, TokenCreated, TokenOut
 
