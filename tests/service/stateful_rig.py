@@ -244,6 +244,7 @@ class ServiceRig:
             self._check_slurm(store)
         if self.reader is not None:
             r = self.reader.loop
+            r.catch_up()  # a follower reads the journal every second
             assert r.engine is not None and r.engine.t == e.t
             assert np.array_equal(r.engine.ledger.sums, e.ledger.sums)
         assert max(self.starts) < START_S, self.starts

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from ...errors import InputError
+from .. import bounds
 from ..storage import audit
 from ..timefmt import iso
 from .deps import Caller, Instant, StoreDep, Text, instant
@@ -74,6 +75,7 @@ def _instant(name: str, value: str | None) -> float | None:
     if value is None:
         return None
     try:
-        return instant(value)
+        t = instant(value)
     except ValueError as exc:
         raise InputError("query", name, str(exc)) from None
+    return bounds.instant("query", name, t)

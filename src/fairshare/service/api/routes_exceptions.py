@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query
 
-from ..._units import parse_duration
 from ...errors import InputError
+from .. import bounds
 from ..storage import portfolio
 from ..storage.roles import require_exception
 from ..timefmt import from_iso
@@ -72,10 +72,7 @@ def expire(
 
 def _expiry(body: ExceptionCreate, now: float) -> float:
     if body.expires_in is not None:
-        try:
-            return now + parse_duration(body.expires_in)
-        except ValueError as exc:
-            raise InputError("exception", "expires_in", str(exc)) from None
+        return now + bounds.duration("exception", "expires_in", body.expires_in)
     try:
         return from_iso(body.expires)
     except ValueError as exc:

@@ -14,8 +14,9 @@ from fastapi.responses import Response
 from pydantic import Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
-from ..._units import parse_duration
 from ...errors import InputError
+from ...inputs import limits
+from .. import bounds
 from ..loop.live_service import LiveService
 from ..loop.views import View, explain
 from ..service_errors import NotFound, Unavailable
@@ -259,8 +260,8 @@ class JobSubmit(StrictRequest):
     job_id: Text | None = Field(default=None, max_length=128, description="Optional; generated when absent.")
     group: Path = Field(description="The leaf of the budget tree it is charged to.")
     job_class: Text = Field(alias="class", max_length=200, description="A job class of the policy.")
-    gpus: int = Field(ge=1, le=100_000)
-    nodes: int | None = Field(default=None, ge=1, le=10_000)
+    gpus: int = Field(description="GPUs (1 .. the limits' MAX_JOB_GPUS)")
+    nodes: int | None = Field(default=None, description="Nodes it spans (1 .. the limits' MAX_NODES)")
     gpu_type: Text | None = Field(default=None, max_length=200, description="e.g. H100, or H100|A100")
     cpus: float | None = Field(default=None, gt=0)
     mem_gb: float | None = Field(default=None, gt=0)
@@ -288,10 +289,7 @@ class JobSubmit(StrictRequest):
 def _seconds(name: str, value: float | str | None) -> float | None:
     if value is None:
         return None
-    try:
-        s = parse_duration(value)
-    except ValueError as exc:
-        raise InputError("job", name, str(exc)) from None
+    s = bounds.duration("job", name, value)
     if name in ("estimate", "work") and s <= 0:
         raise InputError("job", name, "must be longer than 0")
     return s
@@ -301,9 +299,14 @@ def _spec(body: JobSubmit, now: float) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "group": body.group,
         "class": body.job_class,
-        "gpus": body.gpus,
+        "gpus": bounds.within("job", "gpus", body.gpus, 1, limits.MAX_JOB_GPUS),
         "label": body.label,
     }
+    ranges = {"nodes": limits.MAX_NODES, "cpus": limits.MAX_JOB_CPUS, "mem_gb": limits.MAX_JOB_MEM_GB}
+    for key, hi in ranges.items():
+        value = getattr(body, key)
+        if value is not None:
+            bounds.within("job", key, value, 1 if key == "nodes" else 0, hi)
     for key in ("nodes", "gpu_type", "cpus", "mem_gb", "resumable", "user"):
         value = getattr(body, key)
         if value is not None:
@@ -314,7 +317,7 @@ def _spec(body: JobSubmit, now: float) -> dict[str, Any]:
             spec[key] = s
     if body.deadline is not None:
         try:
-            spec["deadline"] = from_iso(body.deadline)
+            spec["deadline"] = bounds.instant("job", "deadline", from_iso(body.deadline))
         except ValueError:
             d = _seconds("deadline", body.deadline)
             assert d is not None

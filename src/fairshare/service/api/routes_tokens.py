@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from ..._units import parse_duration
-from ...errors import InputError
+from .. import bounds
 from ..storage import tokens
 from ..storage.roles import require_admin
 from .deps import Caller, Id, StoreDep
@@ -27,10 +26,7 @@ def create(store: StoreDep, caller: Caller, body: TokenCreate) -> TokenCreated:
     with store.write() as tx:
         expires_t = None
         if body.expires_in is not None:
-            try:
-                expires_t = tx.now + parse_duration(body.expires_in)
-            except ValueError as exc:
-                raise InputError("token", "expires_in", str(exc)) from None
+            expires_t = tx.now + bounds.duration("token", "expires_in", body.expires_in, 1.0)
         rec, secret = tokens.create_token(tx, body.role, body.node, body.name, caller.describe(), expires_t)
         return TokenCreated(token=TokenOut.of(rec, tx.now), secret=secret)
 

@@ -18,8 +18,10 @@ from sqlalchemy import select
 from ..._units import is_duration_text
 from ...core.tree import TreeIndex
 from ...errors import InputError
+from ...inputs import limits
 from ...inputs._validation import parse_yaml, validate
-from ...inputs.policy import Policy
+from ...inputs.policy import GroupNode, Policy
+from .. import bounds
 from ..service_errors import Conflict, NotFound
 from ..timefmt import from_iso, iso
 from . import audit, schema
@@ -191,6 +193,14 @@ def _exception(row: Any) -> ExceptionRecord:
     )
 
 
+def _tree_shares(nodes: tuple[GroupNode, ...]) -> list[float]:
+    out: list[float] = []
+    for n in nodes:
+        out.append(n.share)
+        out.extend(_tree_shares(n.children))
+    return out
+
+
 def check_exception_limits(pol: Policy, group: str, extra_share: float, expires_t: float, now: float) -> None:
     """The policy's limits on a new exception: its group exists, it expires in the future and
     within gates.exception_max_days, its extra share is a positive number."""
@@ -199,6 +209,18 @@ def check_exception_limits(pol: Policy, group: str, extra_share: float, expires_
         raise InputError("exception", "group", f"no group {group!r} in the current policy's tree")
     if isinstance(extra_share, bool) or not math.isfinite(extra_share) or extra_share <= 0:
         raise InputError("exception", "extra_share", f"must be a number > 0, got {extra_share!r}")
+    bounds.share("exception", "extra_share", extra_share)
+    shares = [*_tree_shares(pol.tree), *(ex.extra_share for ex in pol.exceptions)]
+    lo, hi = min(shares), max(shares)
+    if extra_share > lo * limits.MAX_SHARE_RATIO or extra_share * limits.MAX_SHARE_RATIO < hi:
+        raise InputError(
+            "exception",
+            "extra_share",
+            f"must be between {max(limits.MIN_SHARE, hi / limits.MAX_SHARE_RATIO):g} and "
+            f"{min(limits.MAX_SHARE, lo * limits.MAX_SHARE_RATIO):g}: the policy's shares run from "
+            f"{lo:g} to {hi:g}, and all shares must be within a factor of {limits.MAX_SHARE_RATIO:g} "
+            f"of each other (the limits), got {extra_share:g}",
+        )
     limit = pol.gates.exception_max_days
     if not math.isfinite(expires_t) or expires_t <= now:
         raise InputError("exception", "expires", f"must be after now ({iso(now)}), got {iso(expires_t)}")
