@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from fairshare.cli import main
@@ -51,3 +52,26 @@ def test_serve_says_when_the_port_is_taken(tmp_path: Path) -> None:
             "--db", f"sqlite:///{tmp_path / 'x.db'}", "--cluster", "demo:eight-gpu", "--port", str(port)
         )
     assert code == 2 and f"cannot listen on 127.0.0.1:{port}" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--cluster", "demo:normal", "--speed", "1e300"], "at most 1,000,000"),
+        (["--cluster", "demo:normal", "--speed", "nan"], "--speed"),
+        (["--cluster", "demo:normal", "--seed", "99999999999"], "--seed"),
+        (["--cluster", "slurm", "--interval", "1e300"], "between 1 and 86,400"),
+    ],
+    ids=["speed-huge", "speed-nan", "seed-huge", "interval-huge"],
+)
+def test_serve_bounds_its_numbers_by_the_limits(tmp_path: Path, args: list[str], says: str) -> None:
+    code, out = serve("--db", f"sqlite:///{tmp_path / 'x.db'}", *args)
+    assert code == 2 and says in out, out
+
+
+def test_token_create_bounds_its_expiry(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    res = CliRunner().invoke(
+        main, ["token", "create", "--db", db, "--role", "viewer", "--expires", "99999999d"]
+    )
+    assert res.exit_code == 2 and "--expires" in res.output and "10 years" in res.output, res.output

@@ -98,6 +98,9 @@ MAX_YAML_VALUES = 1_000_000
 # --- command line ----------------------------------------------------------------------------
 #: --repeat of a trace window.
 MAX_REPEAT = 1_000
+#: `serve --speed`: simulated seconds per real second (1e6: a year of a demo cluster in 32 s; more
+#: makes a pass's instants coarser than the engine's timers).
+MAX_SPEED = 1e6
 #: --seed of the built-in scenarios (numpy takes any non-negative integer; this is its 32-bit range).
 MAX_SEED = 2**32 - 1
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..inputs import limits
 from ..inputs.policy import Policy
 from .clusters.demo import DemoCluster, Scenario
 from .loop.cycle import LoopOptions, SchedulerLoop
@@ -73,8 +74,10 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
         raise InputError("--cluster", cluster, "expected demo:SCENARIO (e.g. demo:normal) or slurm")
     scenario = Scenario.load(name, opt.seed)
     speed = opt.speed if opt.speed is not None else 600.0
-    if not speed > 0:
-        raise InputError("--speed", str(speed), "must be > 0 (simulated seconds per real second)")
+    if not 0 < speed <= limits.MAX_SPEED:  # NaN too
+        raise InputError(
+            "--speed", str(speed), f"must be > 0 and at most {limits.fmt_limit(limits.MAX_SPEED)} (the limit)"
+        )
     db = opt.db
     folder: Path | None = None
     if db is None:

@@ -87,7 +87,8 @@ def token() -> None:
 @click.option("--expires", "expires_in", metavar="DURATION", help="Valid for this long, e.g. 90d.")
 def token_create(db: str, role: str, node: str | None, name: str | None, expires_in: str | None) -> None:
     """Create a token; prints it once on stdout (it is stored only as a hash)."""
-    from .._units import parse_duration
+    from ..errors import InputError
+    from . import bounds
     from .storage import tokens
     from .timefmt import iso
 
@@ -95,9 +96,9 @@ def token_create(db: str, role: str, node: str | None, name: str | None, expires
         expires_t = None
         if expires_in is not None:
             try:
-                expires_t = tx.now + parse_duration(expires_in)
-            except ValueError as exc:
-                _fail(f"--expires: {exc}")
+                expires_t = tx.now + bounds.duration("token", "--expires", expires_in, 1.0)
+            except InputError as exc:
+                _fail(f"--expires: {exc.message}")
         label = name or (f"{role}:{node}" if node else role)
         rec, secret = tokens.create_token(tx, role, node, label, _actor(), expires_t)
     scope = f" of {rec.node}" if rec.node else ""
@@ -274,7 +275,13 @@ def review_cmd(db: str, days: float, as_json: bool) -> None:
     "--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0: a free port."
 )
 @click.option("--strategy", default="fairshare", show_default=True, help="The ordering strategy.")
-@click.option("--seed", type=int, default=1, show_default=True, help="The demo scenario's seed.")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**32 - 1),
+    default=1,
+    show_default=True,
+    help="The demo scenario's seed.",
+)
 @click.option("--metrics-public", is_flag=True, help="Serve /metrics without a token.")
 @click.option(
     "--dry-run", is_flag=True, help="(slurm) Audit the priorities and requeues it would set; change nothing."
@@ -317,14 +324,13 @@ def serve(
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     every = None
     if interval is not None:
-        from .._units import parse_duration
+        from ..errors import InputError
+        from . import bounds
 
         try:
-            every = parse_duration(interval)
-        except ValueError as exc:
-            _fail(f"--interval: {exc}")
-        if not every > 0:
-            _fail("--interval: must be > 0")
+            every = bounds.duration("serve", "--interval", interval, 1.0, 86400.0)
+        except InputError as exc:
+            _fail(f"--interval: {exc.message}")
     opt = ServeOptions(db, policy_path, cluster, speed, host, port, demo, strategy, seed, metrics_public)
     opt.dry_run, opt.interval = dry_run, every
     opt.checkpoint_events = checkpoint_every
