@@ -55,13 +55,9 @@ def timezone(name: str) -> dt.tzinfo:
 def time_parser(tz: dt.tzinfo) -> Callable[[str], float | None]:
     """Slurm's times -> epoch seconds: ISO (`2026-10-01T08:00:00`, in `tz`) or epoch seconds
     (`SLURM_TIME_FORMAT=%s`); None for Unknown/None. Raises ValueError on anything else."""
+    days: dict[str, float] = {}  # UTC fast path: date -> its midnight in epoch seconds
 
-    def parse(text: str) -> float | None:
-        if text in EMPTY:
-            return None
-        if text.isdigit() and len(text) <= 11:  # epoch seconds (Slurm prints no year-only date)
-            n = float(text)
-            return None if n == 0 else n
+    def slow(text: str) -> float:
         try:
             t = dt.datetime.fromisoformat(text)
         except ValueError:
@@ -71,6 +67,25 @@ def time_parser(tz: dt.tzinfo) -> Callable[[str], float | None]:
         if t.tzinfo is None:
             t = t.replace(tzinfo=tz)
         return t.timestamp()
+
+    def parse(text: str) -> float | None:
+        if text in EMPTY:
+            return None
+        if len(text) == 19 and text[10] == "T" and tz is dt.UTC:
+            day = days.get(text[:10])
+            if day is None:
+                day = days[text[:10]] = slow(text[:10] + "T00:00:00")
+            try:
+                h, m, sec = int(text[11:13]), int(text[14:16]), int(text[17:19])
+            except ValueError:
+                return slow(text)
+            if h < 24 and m < 60 and sec < 61 and text[13] == ":" and text[16] == ":":
+                return day + h * 3600 + m * 60 + sec
+            return slow(text)
+        if text.isdigit() and len(text) <= 11:  # epoch seconds (Slurm prints no year-only date)
+            n = float(text)
+            return None if n == 0 else n
+        return slow(text)
 
     return parse
 
@@ -97,6 +112,9 @@ def num(x: float) -> str:
     """A CSV time or duration: at most 3 decimals, no trailing zeros (`12`, `12.5`)."""
     if not math.isfinite(x):
         raise ValueError(f"not a finite number: {x}")
+    i = int(x)
+    if i == x:
+        return str(i)
     r = round(x, 3)
     if r == int(r):
         return str(int(r))

@@ -240,6 +240,7 @@ def build_site(
 ) -> Site:
     """The site folder's files. `latest()` gives the latest time seen once the records are read."""
     pools, node_names, cpu_only = pools_of(nodes)
+    fit_memo: dict[tuple[int, int, str, float, float], bool] = {}
     if not pools:
         raise InputError(
             where["nodes"], "", "holds no node with GPUs (Gres=gpu:...): no cluster to replay on"
@@ -303,7 +304,11 @@ def build_site(
         if unknown:
             skipped["ran_on_unknown_node"] += 1
             continue
-        if not _fits(pools, last.gpus, n_nodes, last.gpu_type, last.cpus, last.mem_gb):
+        shape = (last.gpus, n_nodes, last.gpu_type, last.cpus, last.mem_gb)
+        fits = fit_memo.get(shape)
+        if fits is None:
+            fits = fit_memo[shape] = _fits(pools, *shape)
+        if not fits:
             skipped["fits_no_pool"] += 1
             continue
         first = recs[0]
