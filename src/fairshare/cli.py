@@ -168,6 +168,13 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
     options = [
         click.option(
+            "--from",
+            "site",
+            type=click.Path(path_type=Path),
+            help="A site folder from `fairshare import slurm --out` (policy, cluster, workload, history, "
+            "incumbent settings; docs/own-cluster.md). Enables the as-run policy.",
+        ),
+        click.option(
             "--trace",
             help=f"A public trace under $FAIRSHARE_TRACES (default ../shared/traces): {', '.join(TRACES)}. "
             "Its loader supplies a default policy and cluster unless --policy/--cluster are given.",
@@ -305,6 +312,7 @@ def _window_options(
 
 def _file_inputs(
     command: str,
+    site: Path | None,
     trace: str | None,
     policy_path: Path | None,
     cluster: Path | None,
@@ -317,6 +325,12 @@ def _file_inputs(
     from .inputs.formats import TraceOptions
     from .replay.runner import inputs_from_files, inputs_from_sources, inputs_from_trace
 
+    if site is not None:
+        from .replay.site import inputs_from_site
+
+        if trace or policy_path or cluster or workload or workload_format or cluster_format:
+            raise InputError("--from", str(site), "a site folder holds every input: give no other")
+        return inputs_from_site(site)
     if cluster_format is not None and cluster is None:
         raise InputError("--cluster-format", cluster_format, "give the cluster file with --cluster")
     if trace is not None:
@@ -375,6 +389,7 @@ def _file_inputs(
 def compare(
     scenario: str | None,
     seed: int,
+    site: Path | None,
     trace: str | None,
     policy_path: Path | None,
     cluster: Path | None,
@@ -411,7 +426,7 @@ def compare(
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         jobs: list[tuple[str, Inputs]] = []  # (folder under OUT, inputs)
         if scenario is not None:
-            if policy_path or cluster or workload or trace:
+            if policy_path or cluster or workload or trace or site:
                 raise InputError(
                     "--scenario", "", "use either --scenario or --trace or --policy/--cluster/--workload"
                 )
@@ -424,7 +439,15 @@ def compare(
                 jobs.append((s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), overstate, seed)))
         else:
             inputs = _file_inputs(
-                "compare", trace, policy_path, cluster, workload, workload_format, cluster_format, options
+                "compare",
+                site,
+                trace,
+                policy_path,
+                cluster,
+                workload,
+                workload_format,
+                cluster_format,
+                options,
             )
             inputs = _overstated(inputs, overstate, seed)
             _echo_notes(inputs.notes)
@@ -451,6 +474,7 @@ def compare(
                 comparisons.append(comp)
                 click.echo(format_comparison(comp))
                 click.echo("")
+                _echo_fidelity(comp)
             write_report(stage / "report.html", comparisons, pool=pool)
     except InputError as exc:  # found while replaying, or OUT could not be replaced
         _fail(exc)
@@ -468,6 +492,13 @@ def compare(
             for s, g in failed:
                 click.echo(f"gate failed: {s}: fairshare {g}", err=True)
             sys.exit(1)
+
+
+def _echo_fidelity(comp: Comparison) -> None:
+    from .replay.fidelity import fidelity_text
+
+    if comp.fidelity:
+        click.echo(fidelity_text(comp.fidelity) + "\n")
 
 
 def _echo_notes(notes: tuple[str, ...]) -> None:
@@ -488,6 +519,7 @@ def _echo_notes(notes: tuple[str, ...]) -> None:
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
 @_estimate_options
 def replay(
+    site: Path | None,
     trace: str | None,
     policy_path: Path | None,
     cluster: Path | None,
@@ -520,7 +552,7 @@ def replay(
         staged = StagedOutput(out, "replay")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         inputs = _file_inputs(
-            "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options
+            "replay", site, trace, policy_path, cluster, workload, workload_format, cluster_format, options
         )
         inputs = _overstated(inputs, overstate, 1)
         _echo_notes(inputs.notes)
