@@ -25,7 +25,7 @@ from .slurm.cli import slurm as _slurm_commands
 if TYPE_CHECKING:
     from .replay.runner import Inputs
 
-DEFAULT_POLICIES = "fairshare,priority-labels,fifo"
+DEFAULT_POLICIES = "fairshare,slurm-multifactor,priority-labels,fifo"
 CHART_WORKER_MIN_JOBS = 2000  # jobs x policies: below this the replays are too short to hide a worker's start
 
 
@@ -351,7 +351,8 @@ def _file_inputs(
         raise InputError(
             command,
             "",
-            "give --scenario, or all of --policy, --cluster and --workload, or --trace NAME, or "
+            "give --scenario, or all of --policy, --cluster and --workload, or --from DIR (a site "
+            "folder), or --trace NAME, or "
             "--workload with a trace --workload-format (philly, openb)",
         )
     if workload_format is None and cluster_format is None and options == TraceOptions():
