@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -396,8 +397,8 @@ def _spearman_by_definition(x: list[float], y: list[float]) -> float:
     rx, ry = ranks(x), ranks(y)
     mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
     num = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
-    return num / den
+    den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+    return float(num / den)
 
 
 def _kendall_by_definition(x: list[float], y: list[float]) -> float:
@@ -412,7 +413,7 @@ def _kendall_by_definition(x: list[float], y: list[float]) -> float:
             c += sx * sy > 0
             d += sx * sy < 0
     n0 = n * (n - 1) // 2
-    return (c - d) / ((n0 - tx) * (n0 - ty)) ** 0.5
+    return (c - d) / math.sqrt((n0 - tx) * (n0 - ty))
 
 
 @pytest.mark.parametrize(
