@@ -25,6 +25,8 @@ WAIT_FACTOR = 2.0
 WAIT_SLACK_S = 60.0
 SPEARMAN_MIN = 0.8
 SHARE_POINTS_MAX = 5.0
+#: strategies compared with as-run as what a site would change to, not as models of what it ran
+PROPOSALS = ("fairshare",)
 THRESHOLDS = {
     "wait_factor": WAIT_FACTOR,
     "wait_slack_s": WAIT_SLACK_S,
@@ -260,14 +262,15 @@ def fidelity(
 
 def _ratios(row: dict[str, Any]) -> str:
     def one(q: int) -> str:
-        r = row[f"p{q}_ratio"]
-        return f"p{q} x{r:.2f}" if r is not None else f"p{q} {row[f'replayed_p{q}_s']:.0f}s vs 0s"
+        a, r = row[f"actual_p{q}_s"], row[f"replayed_p{q}_s"]
+        return f"p{q} {r:.0f} s vs {a:.0f} s real"
 
     return ", ".join(one(q) for q in (50, 90))
 
 
 def verdict(fid: dict[str, dict[str, Any]]) -> list[str]:
-    """Sentences saying which replayed model to trust and where each is off (strategy -> fidelity)."""
+    """Sentences saying which replayed model of the site's scheduler to trust and where each is off
+    (strategy -> fidelity); fairshare is judged as the proposal it is, not as a model."""
     if not fid:
         return []
     lines = [
@@ -280,23 +283,31 @@ def verdict(fid: dict[str, dict[str, Any]]) -> list[str]:
         rho = item[1]["start_order"]["spearman"]
         return (len(item[1]["off"]), -(rho if rho is not None else -1.0))
 
-    ranked = sorted(fid.items(), key=score)
-    best, best_f = ranked[0]
-    faithful = [name for name, f in ranked if f["faithful"]]
-    if faithful:
-        lines.append(
-            f"Trust {', '.join(faithful)}: within every threshold of what really ran"
-            + (f" ({best} closest)." if len(faithful) > 1 else ".")
-        )
-    else:
-        lines.append(
-            f"No replayed model is within every threshold; {best} is closest "
-            f"({len(best_f['off'])} figure(s) off). Read its figures as estimates, not as what the "
-            "site would have seen."
-        )
-    for name, f in ranked:
-        if f["off"]:
-            lines.append(f"{name} is off in: {'; '.join(f['off'])}.")
+    models = {k: v for k, v in fid.items() if k not in PROPOSALS}
+    if models:
+        ranked = sorted(models.items(), key=score)
+        best, best_f = ranked[0]
+        faithful = [name for name, f in ranked if f["faithful"]]
+        if faithful:
+            lines.append(
+                f"Trust {', '.join(faithful)} as the model of this site's scheduler: within every "
+                "threshold of what really ran" + (f" ({best} closest)." if len(faithful) > 1 else ".")
+            )
+        else:
+            lines.append(
+                f"No model of the site's scheduler is within every threshold; {best} is closest "
+                f"({len(best_f['off'])} figure(s) off). A comparison against it is an estimate: where "
+                "it is off (below), so is the baseline."
+            )
+        for name, f in ranked:
+            if f["off"]:
+                lines.append(f"{name} is off in: {'; '.join(f['off'])}.")
+    for name in fid:
+        if name in PROPOSALS:
+            lines.append(
+                f"{name} is the proposal, not a model of what ran: its distance from as-run is the "
+                "change it would make, not an error."
+            )
     return lines
 
 
