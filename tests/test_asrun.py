@@ -142,6 +142,8 @@ def test_as_run_of_a_site_folder_passes_the_independent_checker(tmp_path: Path) 
     m = json.loads((tmp_path / "o" / "as-run" / "metrics.json").read_text())
     assert m["policy"] == "as-run" and m["jobs"]["finished"] == 12 and "fidelity" not in m
     assert "fidelity" in json.loads((tmp_path / "o" / "fifo" / "metrics.json").read_text())
+    code, out = invoke("explain", "--out", str(tmp_path / "o" / "as-run"), "--job", "102")
+    assert code == 0 and "preempt (recorded: requeued" in out and "recorded no reasons" in out, out
 
 
 @pytest.mark.parametrize("with_nodes", [True, False], ids=["recorded-nodes", "placed"])
