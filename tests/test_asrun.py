@@ -452,3 +452,12 @@ def test_rank_correlations_match_their_definitions_with_many_ties(seed: int) -> 
 
 def test_rank_correlations_are_none_when_one_side_is_constant() -> None:
     assert spearman([1, 1, 1], [1, 2, 3]) is None and kendall([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_a_requeued_run_of_no_time_is_left_out_and_counted(tmp_path: Path) -> None:
+    site = copy_site(tmp_path)
+    _edit(site, "history.csv", "101,0,1800,finished", "101,0,0,node_fail,\n101,0,1800,finished")
+    code, out = invoke("compare", "--from", str(site), "--policies", "as-run", "--out", str(tmp_path / "o"))
+    assert code == 0, out
+    assert "history: 1 run(s) of no time that did not end their job left out" in out
+    assert check(tmp_path / "o" / "as-run").returncode == 0

@@ -44,6 +44,7 @@ class Segment:
 class History:
     where: str
     segments: tuple[Segment, ...]  # by (start, job id)
+    dropped: int = 0  # runs of no time that did not end their job (left out: nothing ran)
 
     def first_starts(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -115,6 +116,7 @@ def load_history(path: Path, jobs: list[Job], cluster: Cluster) -> History:
                 raise InputError(
                     where, at("start"), f"job {jid} starts at {start:g}, before its submit ({job.submit:g})"
                 )
+            start = max(start, job.submit)  # within the 3 decimals the times are written with
             reason = cell["end_reason"]
             if reason not in REASONS:
                 raise InputError(
@@ -160,8 +162,12 @@ def load_history(path: Path, jobs: list[Job], cluster: Cluster) -> History:
         prev_end[jid] = (end, line)
         last_of[jid] = k
     segments = []
+    dropped = 0
     for k, (line, jid, start, end, reason, nodes) in enumerate(rows):
         last = last_of[jid] == k
+        if not last and end <= start:
+            dropped += 1  # a run of no time that did not end its job: nothing ran
+            continue
         if not last and reason in ("finished", "running"):
             raise InputError(where, f"line {line}", f"job {jid}'s run ends {reason}, yet a later run follows")
         if last:
@@ -174,4 +180,4 @@ def load_history(path: Path, jobs: list[Job], cluster: Cluster) -> History:
                     "(work is the run time of the run that ended the job)",
                 )
         segments.append(Segment(line, jid, start, end, reason, nodes, last))
-    return History(where, tuple(segments))
+    return History(where, tuple(segments), dropped)

@@ -140,6 +140,8 @@ def inputs_from_site(folder: Path) -> Inputs:
     jobs = load_workload(paths["workload.csv"], policy, tree, cluster)
     history = load_history(paths["history.csv"], jobs, cluster)
     notes = [*_import_notes(folder / "import.json"), *notes]
+    if history.dropped:
+        notes.append(f"history: {history.dropped} run(s) of no time that did not end their job left out")
     return Inputs(
         folder.name or "site",
         f"site folder {folder}",
