@@ -312,7 +312,6 @@ def _window_options(
 
 def _file_inputs(
     command: str,
-    site: Path | None,
     trace: str | None,
     policy_path: Path | None,
     cluster: Path | None,
@@ -320,8 +319,10 @@ def _file_inputs(
     workload_format: str | None,
     cluster_format: str | None,
     options: Any,
+    site: Path | None = None,
 ) -> Any:
-    """Inputs from --trace, or --workload of any format, with --policy/--cluster or the loader's defaults."""
+    """Inputs from --from (a site folder), --trace, or --workload of any format, with
+    --policy/--cluster or the loader's defaults."""
     from .inputs.formats import TraceOptions
     from .replay.runner import inputs_from_files, inputs_from_sources, inputs_from_trace
 
@@ -441,7 +442,6 @@ def compare(
         else:
             inputs = _file_inputs(
                 "compare",
-                site,
                 trace,
                 policy_path,
                 cluster,
@@ -449,6 +449,7 @@ def compare(
                 workload_format,
                 cluster_format,
                 options,
+                site,
             )
             inputs = _overstated(inputs, overstate, seed)
             _echo_notes(inputs.notes)
@@ -553,7 +554,7 @@ def replay(
         staged = StagedOutput(out, "replay")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         inputs = _file_inputs(
-            "replay", site, trace, policy_path, cluster, workload, workload_format, cluster_format, options
+            "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options, site
         )
         inputs = _overstated(inputs, overstate, 1)
         _echo_notes(inputs.notes)
