@@ -316,8 +316,12 @@ def test_a_bad_site_folder_is_one_error_line_naming_the_file_and_place(
     [
         (["--policies", "as-run,fifo"], "history.csv: missing: a site folder holds"),
         (["--policies", "as-run", "--trace", "philly"], "--from: "),
+        (
+            ["--policies", "fifo", "--jobs", "0:5"],
+            "give no --trace, --policy, --cluster, --workload or trace",
+        ),
     ],
-    ids=["missing-file", "with-other-inputs"],
+    ids=["missing-file", "with-other-inputs", "with-trace-options"],
 )
 def test_from_needs_the_whole_folder_and_nothing_else(tmp_path: Path, args: list[str], message: str) -> None:
     site = copy_site(tmp_path)

@@ -329,9 +329,8 @@ def _file_inputs(
     if site is not None:
         from .replay.site import inputs_from_site
 
-        if trace or policy_path or cluster or workload or workload_format or cluster_format:
-            raise InputError("--from", str(site), "a site folder holds every input: give no other")
-        return inputs_from_site(site)
+        others = (trace, policy_path, cluster, workload, workload_format, cluster_format)
+        return inputs_from_site(site, any(others) or options != TraceOptions())
     if cluster_format is not None and cluster is None:
         raise InputError("--cluster-format", cluster_format, "give the cluster file with --cluster")
     if trace is not None:

@@ -120,8 +120,16 @@ def incumbent_knobs(path: Path) -> tuple[dict[str, Any], tuple[dict[str, str], .
     return knobs, tuple(not_modelled), notes
 
 
-def inputs_from_site(folder: Path) -> Inputs:
-    """The inputs of a site folder, incumbent settings applied and history loaded."""
+def inputs_from_site(folder: Path, other_inputs: bool = False) -> Inputs:
+    """The inputs of a site folder, incumbent settings applied and history loaded (`other_inputs`:
+    the command line also gave inputs or trace options, an error)."""
+    if other_inputs:
+        raise InputError(
+            "--from",
+            str(folder),
+            "a site folder holds every input: give no --trace, --policy, --cluster, --workload or "
+            "trace option (--jobs, --round-gpus, --clip-duration, --repeat) with it",
+        )
     if not folder.is_dir():
         raise InputError("--from", str(folder), "not a folder (a site folder from `fairshare import slurm`)")
     paths = {name: _need(folder, name) for name in FILES}
