@@ -382,7 +382,7 @@ def _file_inputs(
     "--policies",
     default=DEFAULT_POLICIES,
     show_default=True,
-    help=f"Comma-separated, from: {', '.join(STRATEGIES)}.",
+    help=f"Comma-separated, from: {', '.join(STRATEGIES)}, as-run (with --from).",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
 @_estimate_options
@@ -515,7 +515,7 @@ def _echo_notes(notes: tuple[str, ...]) -> None:
     "--policy-name",
     default="fairshare",
     show_default=True,
-    help=f"The scheduling policy to replay, one of: {', '.join(STRATEGIES)}.",
+    help=f"The scheduling policy to replay, one of: {', '.join(STRATEGIES)}, as-run (with --from).",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
 @_estimate_options
