@@ -24,13 +24,14 @@ def invoke(*args: str) -> tuple[int, str]:
 def test_compare_scenario_writes_one_folder_per_policy_and_one_report(tmp_path: Path) -> None:
     code, out = invoke("compare", "--scenario", "eight-gpu", "--out", str(tmp_path))
     assert code == 0, out
-    for policy in ("fairshare", "priority-labels", "fifo"):
+    for policy in ("fairshare", "slurm-multifactor", "priority-labels", "fifo"):
         for f in FILES:
             assert (tmp_path / "eight-gpu" / policy / f).is_file()
         m = json.loads((tmp_path / "eight-gpu" / policy / "metrics.json").read_text())
         assert m["policy"] == policy and m["scenario"] == "eight-gpu"
     assert (tmp_path / "report.html").is_file()
     assert "fairshare" in out and "priority-labels" in out and "Wait to start" in out
+    assert "slurm-multifactor" in out  # the incumbent is in the main job by default
 
 
 def test_compare_workload_writes_policy_folders_directly_under_out(tmp_path: Path) -> None:

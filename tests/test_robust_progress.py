@@ -48,6 +48,7 @@ def test_without_a_terminal_each_finished_replay_prints_a_line(tmp_path: Path) -
     lines = [line for line in res.stderr.splitlines() if line.startswith("replayed ")]
     assert [re.sub(r" \(\d+\.\d s\)$", "", line) for line in lines] == [
         "replayed eight-gpu under fairshare",
+        "replayed eight-gpu under slurm-multifactor",
         "replayed eight-gpu under priority-labels",
         "replayed eight-gpu under fifo",
     ]

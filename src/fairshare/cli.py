@@ -26,7 +26,7 @@ from .slurm.slurm_cli import slurm as _slurm_commands
 if TYPE_CHECKING:
     from .replay.runner import Inputs
 
-DEFAULT_POLICIES = "fairshare,priority-labels,fifo"
+DEFAULT_POLICIES = "fairshare,slurm-multifactor,priority-labels,fifo"
 CHART_WORKER_MIN_JOBS = 2000  # jobs x policies: below this the replays are too short to hide a worker's start
 
 
@@ -169,6 +169,13 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
     from .inputs.formats import CLUSTER_FORMATS, TRACES, WORKLOAD_FORMATS
 
     options = [
+        click.option(
+            "--from",
+            "site",
+            type=click.Path(path_type=Path),
+            help="A site folder from `fairshare import slurm --out` (policy, cluster, workload, history, "
+            "incumbent settings; docs/own-cluster.md). Enables the as-run policy.",
+        ),
         click.option(
             "--trace",
             help=f"A public trace under $FAIRSHARE_TRACES (default ../shared/traces): {', '.join(TRACES)}. "
@@ -314,11 +321,18 @@ def _file_inputs(
     workload_format: str | None,
     cluster_format: str | None,
     options: Any,
+    site: Path | None = None,
 ) -> Any:
-    """Inputs from --trace, or --workload of any format, with --policy/--cluster or the loader's defaults."""
+    """Inputs from --from (a site folder), --trace, or --workload of any format, with
+    --policy/--cluster or the loader's defaults."""
     from .inputs.formats import TraceOptions
     from .replay.runner import inputs_from_files, inputs_from_sources, inputs_from_trace
 
+    if site is not None:
+        from .replay.site import inputs_from_site
+
+        others = (trace, policy_path, cluster, workload, workload_format, cluster_format)
+        return inputs_from_site(site, any(others) or options != TraceOptions())
     if cluster_format is not None and cluster is None:
         raise InputError("--cluster-format", cluster_format, "give the cluster file with --cluster")
     if trace is not None:
@@ -339,7 +353,8 @@ def _file_inputs(
         raise InputError(
             command,
             "",
-            "give --scenario, or all of --policy, --cluster and --workload, or --trace NAME, or "
+            "give --scenario, or all of --policy, --cluster and --workload, or --from DIR (a site "
+            "folder), or --trace NAME, or "
             "--workload with a trace --workload-format (philly, openb)",
         )
     if workload_format is None and cluster_format is None and options == TraceOptions():
@@ -369,7 +384,7 @@ def _file_inputs(
     "--policies",
     default=DEFAULT_POLICIES,
     show_default=True,
-    help=f"Comma-separated, from: {', '.join(STRATEGIES)}.",
+    help=f"Comma-separated, from: {', '.join(STRATEGIES)}, as-run (with --from).",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
 @_estimate_options
@@ -377,6 +392,7 @@ def _file_inputs(
 def compare(
     scenario: str | None,
     seed: int,
+    site: Path | None,
     trace: str | None,
     policy_path: Path | None,
     cluster: Path | None,
@@ -413,7 +429,7 @@ def compare(
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         jobs: list[tuple[str, Inputs]] = []  # (folder under OUT, inputs)
         if scenario is not None:
-            if policy_path or cluster or workload or trace:
+            if policy_path or cluster or workload or trace or site:
                 raise InputError(
                     "--scenario", "", "use either --scenario or --trace or --policy/--cluster/--workload"
                 )
@@ -426,7 +442,15 @@ def compare(
                 jobs.append((s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), overstate, seed)))
         else:
             inputs = _file_inputs(
-                "compare", trace, policy_path, cluster, workload, workload_format, cluster_format, options
+                "compare",
+                trace,
+                policy_path,
+                cluster,
+                workload,
+                workload_format,
+                cluster_format,
+                options,
+                site,
             )
             inputs = _overstated(inputs, overstate, seed)
             _echo_notes(inputs.notes)
@@ -453,6 +477,7 @@ def compare(
                 comparisons.append(comp)
                 click.echo(format_comparison(comp))
                 click.echo("")
+                _echo_fidelity(comp)
             write_report(stage / "report.html", comparisons, pool=pool)
     except InputError as exc:  # found while replaying, or OUT could not be replaced
         _fail(exc)
@@ -472,6 +497,13 @@ def compare(
             sys.exit(1)
 
 
+def _echo_fidelity(comp: Comparison) -> None:
+    from .replay.fidelity import fidelity_text
+
+    if comp.fidelity:
+        click.echo(fidelity_text(comp.fidelity) + "\n")
+
+
 def _echo_notes(notes: tuple[str, ...]) -> None:
     for line in notes:
         click.echo(line)
@@ -485,11 +517,12 @@ def _echo_notes(notes: tuple[str, ...]) -> None:
     "--policy-name",
     default="fairshare",
     show_default=True,
-    help=f"The scheduling policy to replay, one of: {', '.join(STRATEGIES)}.",
+    help=f"The scheduling policy to replay, one of: {', '.join(STRATEGIES)}, as-run (with --from).",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
 @_estimate_options
 def replay(
+    site: Path | None,
     trace: str | None,
     policy_path: Path | None,
     cluster: Path | None,
@@ -522,7 +555,7 @@ def replay(
         staged = StagedOutput(out, "replay")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         inputs = _file_inputs(
-            "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options
+            "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options, site
         )
         inputs = _overstated(inputs, overstate, 1)
         _echo_notes(inputs.notes)

@@ -136,7 +136,8 @@ class Knobs:
     max_reservations    jobs of one pass that may hold GPUs (0: every waiting job that qualifies)
     fast_classes        classes tried first in every pass (the fast lane), e.g. debug
     slurm-multifactor's backfill (Slurm's names): bf_interval, bf_window, bf_resolution,
-    bf_max_job_test
+    bf_max_job_test, bf_continue (no effect: the model's backfill cycle never yields); its main
+    scheduler's periodic pass: sched_interval (0: at events only)
     """
 
     gang_reserve_after: float = 1800.0
@@ -159,6 +160,8 @@ class Knobs:
     bf_window: float = 86400.0
     bf_resolution: float = 60.0
     bf_max_job_test: int = 500
+    bf_continue: bool = False
+    sched_interval: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

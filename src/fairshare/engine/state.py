@@ -117,6 +117,7 @@ class EngineState:
         self.keyed = strategy.leaf_order and self.knobs.leaf_order != "submit"  # leaf sort keys
         self.last_backfill = -math.inf
         self.backfill_wake = -math.inf  # the backfill timer set last
+        self.sched_wake = -math.inf  # the periodic main scheduler's timer set last (sched_interval)
         self.dirty = True  # the state changed since the rates were last computed
         self.computed = False  # rates computed at least once
         self.need_pass = False  # an event at this instant may change a pass's outcome
@@ -570,6 +571,12 @@ class EngineState:
         """slurm-multifactor: a backfill cycle runs at most every bf_interval, and only after a
         change; a pass that could not run one while jobs wait and GPUs are idle asks for a pass
         when it is due."""
+        every = self.knobs.sched_interval
+        if every > 0 and len(self.pending) and self.sched_wake <= self.t:
+            # Slurm's main scheduler also runs every sched_interval: priorities age and decay
+            # between events, so a pass then may start a job that none would at the events
+            self.sched_wake = (math.floor(self.t / every) + 1) * every
+            self._push(self.sched_wake, "wake", None)
         if backfilled:
             self.last_backfill = self.t
         elif len(self.pending) and self.fleet.idle_available > 0:

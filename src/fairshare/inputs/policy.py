@@ -194,7 +194,9 @@ class Scheduling(StrictModel):
     decay_period (PriorityCalcPeriod, 5m), priority_max_age (PriorityMaxAge, 7d),
     weight_fairshare (PriorityWeightFairshare, 10000), weight_age (PriorityWeightAge, 1000);
     its backfill (SchedulerParameters): bf_interval (30s), bf_window (1d), bf_resolution (60s),
-    bf_max_job_test (500)
+    bf_max_job_test (500), bf_continue (false: no effect, the model's backfill cycle never yields),
+    sched_interval (0: the main scheduler runs at events only; > 0: also every sched_interval
+    while jobs wait, as Slurm's periodic main scheduler does)
     fairshare against churn (docs/concepts.md): leaf_order (las), preempt_budget (3), flip_guard
     (None: the policy's window), max_reservations (0: no cap), fast_classes ([debug]: of the
     policy's classes, those listed)
@@ -220,6 +222,8 @@ class Scheduling(StrictModel):
     bf_window: Seconds = 86400.0
     bf_resolution: Seconds = 60.0
     bf_max_job_test: Whole = Field(default=500, ge=1, le=limits.MAX_JOB_COUNT_KNOB)
+    bf_continue: bool = False
+    sched_interval: Seconds = 0.0
 
     @field_validator(
         "gang_reserve_after",
@@ -229,6 +233,7 @@ class Scheduling(StrictModel):
         "preempt_backoff",
         "bf_interval",
         "bf_window",
+        "sched_interval",
         mode="before",
     )
     @classmethod

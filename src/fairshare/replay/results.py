@@ -54,6 +54,9 @@ class Comparison:
     description: str
     results: tuple[ReplayResult, ...]
     notes: tuple[str, ...] = field(default=())
+    #: strategy -> its metrics.json `fidelity` against as-run (only when as-run was compared)
+    fidelity: dict[str, dict[str, Any]] = field(default_factory=dict)
+    not_modelled: tuple[dict[str, str], ...] = field(default=())  # the incumbent's, from a site folder
 
 
 @dataclass

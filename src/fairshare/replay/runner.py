@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -32,6 +32,9 @@ from .outputs import write_replay
 from .results import Comparison, ReplayOutput
 from .sim import Simulator
 
+if TYPE_CHECKING:
+    from .history import History
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -44,6 +47,8 @@ class Inputs:
     cluster: Cluster
     jobs: list[Job]
     notes: tuple[str, ...] = ()  # what a trace loader read, skipped or changed
+    history: History | None = None  # the recorded runs of a site folder (as-run; replay/site.py)
+    not_modelled: tuple[dict[str, str], ...] = ()  # incumbent settings the model does not implement
 
 
 def inputs_from_files(
@@ -224,8 +229,8 @@ def check_policies(names: Sequence[str], option: str = "--policies") -> list[str
         n = raw.strip()
         if not n:
             raise InputError(option, ",".join(names), "an empty policy name (a comma too many?)")
-        if n not in STRATEGIES:
-            raise InputError(option, n, f"unknown policy (known: {', '.join(STRATEGIES)})")
+        if n not in STRATEGIES and n != "as-run":
+            raise InputError(option, n, f"unknown policy (known: {', '.join(STRATEGIES)}, as-run)")
         if n in out:
             raise InputError(option, ",".join(names), f"{n} is given twice: each policy is replayed once")
         out.append(n)
@@ -269,6 +274,14 @@ def compare(
     `out_dir`. `forecast` > 0 also measures start forecasts (Simulator).
     """
     results = []
+    actual = None  # as-run's output, run first when asked for: the others are measured against it
+    if "as-run" in strategies:
+        from .asrun import run_as_run
+        from .fidelity import observe
+
+        as_run = run_as_run(inputs)
+        actual = observe(as_run.events)
+    fid: dict[str, Any] = {}
     for name in strategies:
         told = 0
 
@@ -278,7 +291,13 @@ def compare(
             if progress is not None:
                 progress(n)
 
-        output = run_strategy(inputs, name, tick if progress is not None else None, forecast)
+        if name == "as-run":
+            output = as_run
+        else:
+            output = run_strategy(inputs, name, tick if progress is not None else None, forecast)
+            if actual is not None:
+                fid[name] = _fidelity_of(inputs, actual, output)
+                output.result.metrics["fidelity"] = fid[name]
         if progress is not None and told < len(inputs.jobs):
             progress(len(inputs.jobs) - told)
         folder = None
@@ -299,4 +318,12 @@ def compare(
                 str(folder) if folder else None,
             )
         )
-    return Comparison(inputs.name, inputs.description, tuple(results), inputs.notes)
+    return Comparison(inputs.name, inputs.description, tuple(results), inputs.notes, fid, inputs.not_modelled)
+
+
+def _fidelity_of(inputs: Inputs, actual: Any, output: ReplayOutput) -> dict[str, Any]:
+    from .fidelity import fidelity, observe
+
+    leaves = [inputs.tree.paths[i] for i in inputs.tree.leaves]
+    gpus = sum(n.gpus for n in inputs.cluster.nodes)
+    return fidelity(inputs.jobs, leaves, gpus, actual, observe(output.events))

@@ -133,6 +133,8 @@ def _text(
         extra = ""
         if e["type"] == "start":
             extra = f" on {', '.join(f'{n}:{g}' for n, g in e['alloc'].items())}, charge {e['charge']:g}/s"
+        elif e["type"] == "preempt" and e.get("recorded"):  # as-run: a run the site's Slurm requeued
+            extra = f" (recorded: {e['recorded']}, lost {e['lost_gpu_s'] / 3600:.2f} GPU-h)"
         elif e["type"] == "preempt":
             extra = f" ({e['reason']}, by {e['by']}, lost {e['lost_gpu_s'] / 3600:.2f} GPU-h)"
         lines.append(f"  t={e['t']:>12.1f}  {e['type']}{extra}")
@@ -145,7 +147,12 @@ def _text(
     for d in decisions:
         who = "" if d.get("job") == job else f" (on {d['job']}, made for this job)"
         lines.append(f"  t={d['t']:>12.1f}  {d['decision']}{who}: {_fmt_evidence(d)}")
-    lines.extend(_why_waited(events, [d for d in decisions if d.get("job") == job]))
+    marker = read_marker(folder)
+    if marker is not None and marker.get("policy") == "as-run":
+        lines.append("why it waited: as-run is the recorded history; the site's scheduler decided and")
+        lines.append("  recorded no reasons (compare its waits with a model's in the fidelity section)")
+    else:
+        lines.extend(_why_waited(events, [d for d in decisions if d.get("job") == job]))
     return "\n".join(lines)
 
 

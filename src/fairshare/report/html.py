@@ -20,6 +20,7 @@ from multiprocessing.pool import Pool
 from types import TracebackType
 
 from ..replay.results import Comparison, ReplayResult
+from .fidelity_html import fidelity_section
 from .table import NA, WAIT_FLOOR_S, Row, metric_rows
 
 CHART_CAPTIONS: dict[str, str] = {  # chart name (fairshare.report.charts.CHARTS) -> caption, in page order
@@ -45,6 +46,8 @@ POLICY_DESCRIPTIONS = {
     "slurm-multifactor": "Slurm's multifactor priority (half-life decayed fair-share plus job age) with "
     "its main scheduler (strict priority) and conservative backfill on the jobs' declared time "
     "limits (estimates).",
+    "as-run": "what really ran: the site's recorded starts, ends and requeues (history.csv), "
+    "measured like the replays; the others are compared with it in the fidelity section.",
     "slurm-multifactor-firstfit": "the same priority, first fit (any job that fits starts, nothing "
     "reserved): the model before issue 10, not Slurm.",
 }
@@ -210,6 +213,9 @@ def _section(c: Comparison, sid: str, svgs: dict[str, str]) -> str:
         return "\n".join(out)
     rows = metric_rows(c.results)
     out += [_verdict(c, rows), _table(rows, [r.strategy for r in c.results])]
+    fidelity = fidelity_section(c)
+    if fidelity:
+        out.append(fidelity)
     for name, caption in CHART_CAPTIONS.items():
         out.append(f"<figure>\n{svgs[name]}\n<figcaption>{esc(caption)}</figcaption>\n</figure>")
     out.append("</section>")
