@@ -66,7 +66,7 @@ def write_workload(path: Path, jobs: int, gpus: Callable[[int], int] = lambda i:
         f.write("job_id,submit,group,class,gpus,work\n")
         chunk = []
         for i in range(jobs):
-            chunk.append(f"j{i},{i % 86400},p{i % 100}/t{i % 7},train,{gpus(i)},3600\n")
+            chunk.append(f"j{i},{i % 86400},p{i % 100}/t{i % 6},train,{gpus(i)},3600\n")
             if len(chunk) == 10_000:
                 f.write("".join(chunk))
                 chunk.clear()

@@ -75,6 +75,8 @@ def text_problem(value: str, *, name: bool, limit: int | None = None) -> str | N
                 f"({unicodedata.name(ch, 'bidi control')}), which changes how text is shown"
             )
         cat = unicodedata.category(ch)
+        if cat == "Cs":  # a lone surrogate (from a YAML or JSON escape): not text, cannot be written
+            return f"contains the lone surrogate U+{ord(ch):04X}, which is not a character"
         if (cat == "Cc" and (name or ch not in "\n\t\r")) or (name and cat in ("Zl", "Zp")):
             return f"contains the control character U+{ord(ch):04X}: names must be printable"
     return None

@@ -25,6 +25,7 @@ from yaml.resolver import Resolver
 from ..errors import InputError
 from .limits import MAX_YAML_DEPTH, MAX_YAML_VALUES
 
+_Parser: Any
 try:
     from yaml._yaml import CParser as _Parser
 except ImportError:  # PyYAML built without libyaml: the same events, from its Python parser
@@ -85,7 +86,7 @@ class _Scalars:
             text = event.value
             tag = self.plain.get(text)
             if tag is None:
-                tag = self.resolver.resolve(yaml.ScalarNode, text, (True, False))
+                tag = self.resolver.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
                 self.plain[text] = tag
         if tag == STR:
             return event.value
@@ -174,7 +175,7 @@ def load(text: str, where: str) -> Any:
     get_event, value_of = parser.get_event, scalars.value
     try:
         while True:
-            event = get_event()
+            event: Any = get_event()
             kind = type(event)
             if kind is scalar:
                 count += 1
@@ -186,17 +187,17 @@ def load(text: str, where: str) -> Any:
                 if stack:
                     frame = stack[-1]
                     if frame.key is not _NO_KEY and type(frame.key) is not _Merge:  # the common case
-                        frame.container[frame.key] = value  # type: ignore[call-overload]
+                        frame.container[frame.key] = value
                         frame.key = _NO_KEY
                         continue
                 root = _add(stack, value, event.start_mark, root)
             elif kind in ends:
                 frame = stack.pop()
                 value = frame.container
-                if frame.merges:
+                if frame.merges and isinstance(value, dict):
                     merged = _merge(frame)
                     value.clear()
-                    value.update(merged)  # type: ignore[union-attr]
+                    value.update(merged)
                 root = _add(stack, value, frame.start, root)
             elif kind is mapping_start or kind is sequence_start:
                 count += 1

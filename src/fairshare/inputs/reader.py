@@ -74,7 +74,7 @@ def path_problem(path: Path) -> str | None:
     """Why the OS refuses this path name (too long, a NUL, not encodable), or None."""
     try:
         os.fsencode(path)
-    except UnicodeError as exc:
+    except UnicodeEncodeError as exc:
         return f"the path name cannot be used: {exc.reason} ({str(path)[exc.start : exc.end]!r})"
     if "\0" in str(path):
         return "the path name cannot be used: it contains a NUL character"
@@ -116,10 +116,16 @@ def _refuse_special(st: os.stat_result, where: str) -> None:
     )
 
 
+def check_input(path: Path) -> None:
+    """Refuse at once an input that cannot be read as a file: missing, a folder, a FIFO, socket or
+    device, or a path name the OS refuses (before any other work is done)."""
+    _stat(path, str(path))
+
+
 class _Capped(io.RawIOBase):
     """A binary stream that raises InputError once more than `cap` bytes were read from it."""
 
-    def __init__(self, inner: BinaryIO, cap: int, where: str, what: str) -> None:
+    def __init__(self, inner: BinaryIO | gzip.GzipFile, cap: int, where: str, what: str) -> None:
         self.inner, self.cap, self.where, self.what, self.count = inner, cap, where, what, 0
 
     def readable(self) -> bool:
@@ -161,10 +167,10 @@ def open_input(path: Path, *, cap: int | None = None) -> io.BufferedReader:
     except BaseException:
         raw.close()
         raise
-    inner: BinaryIO = raw  # type: ignore[assignment]
+    inner: BinaryIO | gzip.GzipFile = raw
     what = "the file grew past"
     if head == GZIP_MAGIC:
-        inner = gzip.GzipFile(fileobj=io.BufferedReader(raw, _CHUNK), mode="rb")  # type: ignore[assignment]
+        inner = gzip.GzipFile(fileobj=io.BufferedReader(raw, _CHUNK), mode="rb")
         what = "gzip-compressed, and what it holds expands to"
     return io.BufferedReader(_Capped(inner, cap, where, what), _CHUNK)
 
