@@ -46,8 +46,27 @@ REQUIRED = ("job_id", "submit", "group", "class", "gpus", "work")
 class Row:
     """One raw row with a way to name its cells in errors."""
 
-    def __init__(self, where: str, line: int, values: dict[str, Any], columns: dict[str, int] | None):
-        self.where, self.line, self.values, self.columns = where, line, values, columns
+    __slots__ = ("_values", "cells", "columns", "header", "line", "where")
+
+    def __init__(
+        self,
+        where: str,
+        line: int,
+        values: dict[str, Any] | None,
+        columns: dict[str, int] | None,
+        cells: list[str] | None = None,
+        header: Sequence[str] = (),
+    ) -> None:
+        """`values` by key; a CSV row gives its `cells` and `header` instead (the mapping is made
+        only when asked for: the workload builder reads a plain row's cells directly)."""
+        self.where, self.line, self._values, self.columns = where, line, values, columns
+        self.cells, self.header = cells, header
+
+    @property
+    def values(self) -> dict[str, Any]:
+        if self._values is None:
+            self._values = dict(zip(self.header, self.cells or (), strict=True))
+        return self._values
 
     def at(self, key: str) -> str:
         """Where the value of `key` is: line and column of a CSV, line and key of JSON Lines."""
@@ -210,7 +229,7 @@ def csv_rows(path: Path) -> Iterator[Row]:
                 spanning(where, start, reader.line_num, cells, header)
             if len(cells) != width:
                 raise InputError(where, f"line {start}", f"expected {width} cells, got {len(cells)}")
-            yield Row(where, start, dict(zip(header, cells, strict=True)), columns)
+            yield Row(where, start, None, columns, cells, header)
 
 
 def _csv_error(path: Path, start: int, header: Sequence[str], exc: csv.Error) -> InputError:
@@ -243,7 +262,10 @@ def spanning(where: str, start: int, end: int, cells: list[str], header: Sequenc
         return
     name = f" ({header[i]})" if i < len(header) else ""
     if end == start or (i == len(cells) - 1 and cells[i].endswith(("\n", "\r"))):
-        message = f'a quote (") opens in this cell and is never closed: the cell runs to line {end}'
+        message = (
+            f"a quoted cell runs from line {start} to the end of the file (line {end}): a quote "
+            '(") that is never closed'
+        )
     else:
         message = (
             f'a quoted cell runs from line {start} to line {end}: a quote (") that is never closed, '
@@ -272,8 +294,9 @@ def jsonl_rows(path: Path) -> Iterator[Row]:
     for n, line in enumerate(text_lines(path), start=1):
         if not line.strip():
             continue
+        text = line.removesuffix("\n").removesuffix("\r")  # columns count on the line itself
         try:
-            obj = json.loads(line, object_pairs_hook=_no_duplicates)
+            obj = json.loads(text, object_pairs_hook=_no_duplicates)
         except json.JSONDecodeError as exc:
             raise InputError(where, f"line {n}, column {exc.colno}", f"not valid JSON: {exc.msg}") from None
         except _DuplicateKey as exc:

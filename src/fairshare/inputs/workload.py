@@ -129,7 +129,8 @@ class WorkloadBuilder:
                 cap = jc.protected_cap
                 self._contracts[name] = (min(jc.protected, cap), jc.protected > cap, jc.resumable, ckpt)
         self._header: dict[str, int] | None = None
-        self._optional: list[str] = []
+        self._optional: list[int] = []
+        self._at: tuple[int, ...] = ()
         self.seen: set[str] = set()
         self.late: list[tuple[str, float]] = []  # (where, deadline - submit) of deadlines before submit
         self._fit_cache: dict[tuple[Any, ...], tuple[int | None, str | None, float]] = {}
@@ -245,35 +246,33 @@ class WorkloadBuilder:
         """The common row read in a few steps: a CSV row that gives the required columns only
         (other cells blank), each value plainly valid. None for anything else, which `build` reads
         the full way (and whose error it names): both ways give the same job."""
-        cols = row.columns
-        if cols is None:
+        cols, v = row.columns, row.cells
+        if cols is None or v is None:
             return None
         if cols is not self._header:
             self._header = cols
-            self._optional = [k for k in cols if k not in _REQUIRED_SET]
-        v = row.values
+            self._optional = [cols[k] - 1 for k in cols if k not in _REQUIRED_SET]
+            self._at = tuple(cols[k] - 1 for k in ("job_id", "submit", "group", "class", "gpus", "work"))
         for k in self._optional:
-            if v[k].strip():
+            if v[k] and not v[k].isspace():
                 return None
-        job_id = v["job_id"].strip()
-        if (
-            not job_id
-            or len(job_id) > limits.MAX_NAME_CHARS
-            or not job_id.isprintable()
-            or job_id in self.seen
-        ):
+        i_id, i_submit, i_group, i_class, i_gpus, i_work = self._at
+        job_id = v[i_id].strip()
+        if not job_id or len(job_id) > limits.MAX_NAME_CHARS or not job_id.isprintable():
+            return None
+        if job_id in self.seen:
             return None
         try:
-            submit, gpus_x, work = float(v["submit"]), float(v["gpus"]), float(v["work"])
+            submit, gpus_x, work = float(v[i_submit]), float(v[i_gpus]), float(v[i_work])
         except ValueError:
             return None
         if not (0.0 <= submit <= limits.MAX_TIME and 0.0 < work <= limits.MAX_DURATION):
             return None
         if not self.min_gpus <= gpus_x <= limits.MAX_JOB_GPUS or gpus_x != int(gpus_x):
             return None
-        group = v["group"].strip()
+        group = v[i_group].strip()
         leaf = self.paths.get(group)
-        cls_name = v["class"].strip()
+        cls_name = v[i_class].strip()
         contract = self._contracts.get(cls_name)
         if leaf is None or leaf not in self.leafset or contract is None:
             return None
