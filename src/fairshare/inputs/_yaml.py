@@ -145,16 +145,19 @@ _NO_KEY = object()
 
 
 def _merge(frame: _Frame) -> dict[Any, Any]:
-    """The mapping with its `<<` merges applied as PyYAML does (merged keys first, own keys win)."""
+    """The mapping with its `<<` merges applied as PyYAML does (merged keys first, the first source
+    giving a key wins, own keys win over all)."""
     own = frame.container
     assert isinstance(own, dict)
     out: dict[Any, Any] = {}
     for value, mark in frame.merges:
         sources = value if isinstance(value, list) else [value]
-        for src in reversed(sources):
+        for src in sources:  # the first source that gives a key wins
             if not isinstance(src, dict):
                 raise _problem(mark, f"expected a mapping or list of mappings for merging, got {_show(src)}")
-            out.update(src)
+            for k, v in src.items():
+                if k not in out:
+                    out[k] = v
     out.update(own)
     return out
 
