@@ -306,9 +306,14 @@ def read_text(path: Path, cap: int | None = None) -> str:
     return decode(data, str(path), gzipped)
 
 
+def read_yaml_text(path: Path) -> str:
+    """The text of a YAML input (policy, cluster) through the bounded reader, capped at
+    MAX_YAML_BYTES (or FAIRSHARE_MAX_INPUT_BYTES)."""
+    return read_text(path, input_cap(MAX_YAML_BYTES))
+
+
 def load_yaml(path: Path) -> Any:
-    where = str(path)
-    return parse_yaml(read_text(path, input_cap(MAX_YAML_BYTES)), where)
+    return parse_yaml(read_yaml_text(path), str(path))
 
 
 def parse_yaml(text: str, where: str) -> Any:
