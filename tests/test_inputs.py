@@ -310,7 +310,7 @@ CASES = [
             "  eval: {protected",
             "  eval: [protected",
             "line 18, column 74",
-            "not valid YAML: expected ',' or ']', but got '}'",
+            "not valid YAML: did not find expected ',' or ']'",
         ),
         id="yaml-syntax-unclosed",
     ),

@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -80,9 +81,24 @@ EDGE_OTHER: list[Any] = [
     dt.date(1900, 1, 1),
     dt.date(2027, 1, 31),
 ]
+# control and surrogate characters, very long text (issue 19): in every text field
+EDGE_TEXT: list[Any] = [
+    "a\x00b",
+    "\x1b[31mred",
+    "tab\there",
+    "line\u2028sep",
+    "next\x85line",
+    "\ud800",
+    "x\udfff",
+    "\ufeffbom",
+    "x" * 300,
+    "y" * 20_000,
+    "é" * 257,
+]
 # a fresh copy each time: the lists and dicts above are put into generated inputs, and a test that
 # edits an input in place must not change the shared value (a later example saw a dict holding itself)
-EDGE = st.sampled_from(EDGE_NUMBERS + EDGE_OTHER).map(copy.deepcopy)
+EDGE = st.sampled_from(EDGE_NUMBERS + EDGE_OTHER + EDGE_TEXT).map(copy.deepcopy)
+TEXT_EDGE = st.sampled_from(EDGE_TEXT)
 
 POLICY_PATHS: list[tuple[Any, ...]] = [
     ("window",),
@@ -112,6 +128,12 @@ POLICY_PATHS: list[tuple[Any, ...]] = [
     ("scheduling", "preempt_backoff"),
     ("scheduling", "lookahead"),
     ("scheduling", "weight_age"),
+    ("tree", 0, "owner"),
+    ("tree", 0, "hypothesis"),
+    ("tree", 1, "children", 0, "name"),
+    ("exceptions", 0, "approver"),
+    ("exceptions", 0, "reason"),
+    ("scheduling", "fast_classes"),
 ]
 CLUSTER_PATHS: list[tuple[Any, ...]] = [
     ("pools", 0, "count"),
@@ -127,6 +149,8 @@ CLUSTER_PATHS: list[tuple[Any, ...]] = [
     ("maintenance", 0, "nodes"),
     ("horizon",),
     ("epoch",),
+    ("pools", 0, "name"),
+    ("pools", 0, "gpu_type"),
 ]
 COLUMNS = ["job_id", "submit", "group", "class", "gpus", "nodes", "gpu_type", "work", "label"]
 EXTRA = [
@@ -185,13 +209,23 @@ def _judge(res: Result, files: list[Path]) -> None:
         assert any(errors[0].startswith(f"error: {f}: ") or errors[0] == f"error: {f}" for f in files) or (
             errors[0].startswith("error: --")
         ), errors[0]
+        _line_inside(errors[0], files)
+
+
+def _line_inside(error: str, files: list[Path]) -> None:
+    """An error naming `line N` of a file names a line the file has (not one past its end)."""
+    for f in files:
+        if error.startswith(f"error: {f}: line "):
+            n = int(re.match(r"\d+", error[len(f"error: {f}: line ") :]).group())  # type: ignore[union-attr]
+            lines = f.read_bytes().count(b"\n") + 1
+            assert 1 <= n <= lines, (error, lines)
 
 
 def _run_files(tmp: Path, policy: str, cluster: str, workload: str, name: str = "jobs.csv") -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     files = [tmp / "policy.yaml", tmp / "cluster.yaml", tmp / name]
     for f, text in zip(files, (policy, cluster, workload), strict=True):
-        f.write_text(text, encoding="utf-8")
+        f.write_text(text, encoding="utf-8", errors="surrogatepass")
     runner = CliRunner()
     began = time.monotonic()
     with _time_bound(BOUND_S):
@@ -254,7 +288,7 @@ def _rows() -> st.SearchStrategy[list[dict[str, Any]]]:
         "label": st.sampled_from([None, "high", "low"]),
     }
     row = st.fixed_dictionaries(
-        {k: st.one_of(v, EDGE) if k != "job_id" else v for k, v in valid.items()},
+        {k: st.one_of(v, EDGE) if k != "job_id" else st.one_of(v, TEXT_EDGE) for k, v in valid.items()},
         optional={k: EDGE for k in EXTRA},
     )
     return st.lists(row, min_size=1, max_size=4)
@@ -298,3 +332,130 @@ def test_every_edge_value_as_a_share_loads_or_is_refused_cleanly(tmp_path: Path,
     policy["tree"][0]["share"] = value
     policy["tree"][1]["share"] = value
     _run_files(tmp_path, _yaml(policy), CLUSTER, WORKLOAD)
+
+
+# --- the shape of the error (issue 19): one line, the right file, the right line and column ------
+
+GOOD_ROW = {"job_id": "j", "submit": 0, "group": "research/data", "class": "debug", "gpus": 1, "work": 60}
+SHAPE_SETTINGS = settings(
+    max_examples=100 if SLOW else 25,
+    derandomize=not SLOW,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+)
+
+
+def _check(files: list[Path]) -> Result:
+    with _time_bound(BOUND_S):
+        return CliRunner().invoke(
+            main, ["check", str(files[0]), "--cluster", str(files[1]), "--workload", str(files[2])]
+        )
+
+
+def _one_error(res: Result) -> str:
+    assert "Traceback" not in res.output, res.output
+    assert res.exit_code == 2, (res.exit_code, res.output)
+    errors = [line for line in res.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, res.output
+    return errors[0]
+
+
+@SHAPE_SETTINGS
+@given(
+    st.integers(min_value=1, max_value=30),
+    st.data(),
+    st.sampled_from(["job_id", "user"]),
+    TEXT_EDGE,
+    st.booleans(),
+)
+def test_a_bad_text_in_any_row_is_named_at_its_line_and_column(
+    tmp_path: Path, n: int, data: st.DataObject, key: str, bad: str, as_json: bool
+) -> None:
+    k = data.draw(st.integers(min_value=0, max_value=n - 1), label="bad row")
+    rows = [dict(GOOD_ROW, job_id=f"j{i}", user="u") for i in range(n)]
+    rows[k][key] = bad
+    folder = tmp_path / f"s{time.monotonic_ns()}"
+    folder.mkdir()
+    files = [
+        folder / "policy.yaml",
+        folder / "cluster.yaml",
+        folder / ("jobs.jsonl" if as_json else "jobs.csv"),
+    ]
+    files[0].write_text(POLICY)
+    files[1].write_text(CLUSTER)
+    if as_json:
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+    else:
+        columns = list(rows[0])
+        text = ",".join(columns) + "\n" + "".join(",".join(_cell(r[c]) for c in columns) + "\n" for r in rows)
+    files[2].write_text(text, encoding="utf-8", errors="surrogatepass")
+    error = _one_error(_check(files))
+    line = k + 1 if as_json else k + 2
+    assert error.startswith(f"error: {files[2]}: line {line}"), (error, line)
+    if "UTF-8" not in error:  # a surrogate written to CSV is a bad byte: named by line and column
+        assert (f"key {key}" if as_json else f"({key})") in error, error
+
+
+@SHAPE_SETTINGS
+@given(
+    st.data(),
+    st.sampled_from(["\x00", "\x01", "\x08", "\x0b", "\x1b", "\x7f", "\x9f", "\ufffe"]),
+    st.booleans(),
+)
+def test_a_control_character_in_yaml_is_named_at_its_line_and_column(
+    tmp_path: Path, data: st.DataObject, char: str, in_cluster: bool
+) -> None:
+    text = CLUSTER if in_cluster else POLICY
+    i = data.draw(st.integers(min_value=0, max_value=len(text) - 1), label="position")
+    bad = text[:i] + char + text[i:]
+    line = text.count("\n", 0, i) + 1
+    column = i - (text.rfind("\n", 0, i) + 1) + 1
+    folder = tmp_path / f"y{time.monotonic_ns()}"
+    folder.mkdir()
+    files = [folder / "policy.yaml", folder / "cluster.yaml", folder / "jobs.csv"]
+    files[0].write_text(POLICY if in_cluster else bad)
+    files[1].write_text(bad if in_cluster else CLUSTER)
+    files[2].write_text(WORKLOAD)
+    error = _one_error(_check(files))
+    target = files[1] if in_cluster else files[0]
+    assert error.startswith(f"error: {target}: line {line}, column {column}: "), (error, line, column)
+    assert f"U+{ord(char):04X}" in error, error
+
+
+def _make_special(path: Path, kind: str) -> str:
+    """Turn `path` into a special file; the words the error must say."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "named pipe (FIFO)"
+    if kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+        return "character device"
+    if kind == "folder":
+        path.mkdir()
+        return "is a folder"
+    if kind == "dangling-link":
+        path.symlink_to(path.parent / "nowhere")
+        return "file not found"
+    path.write_bytes(b"#" * 5000)  # oversized, against a 4,000-byte cap
+    return "more than the limit of 4,000 bytes"
+
+
+@SHAPE_SETTINGS
+@given(
+    st.sampled_from([0, 1, 2]), st.sampled_from(["fifo", "dev-zero", "folder", "dangling-link", "oversized"])
+)
+def test_a_special_or_oversized_input_is_refused_at_once_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: int, kind: str
+) -> None:
+    folder = tmp_path / f"x{time.monotonic_ns()}"
+    folder.mkdir()
+    files = [folder / "policy.yaml", folder / "cluster.yaml", folder / "jobs.csv"]
+    for f, text in zip(files, (POLICY, CLUSTER, WORKLOAD), strict=True):
+        f.write_text(text)
+    words = _make_special(files[which], kind)
+    monkeypatch.setenv("FAIRSHARE_MAX_INPUT_BYTES", "4000")
+    error = _one_error(_check(files))
+    assert error.startswith(f"error: {files[which]}: "), error
+    assert words in error, error

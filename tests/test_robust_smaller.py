@@ -52,13 +52,15 @@ def test_a_gzip_policy_is_read_and_gzip_of_binary_is_named(tmp_path: Path) -> No
     p.write_bytes(gzip.compress(POLICY.encode()))
     assert run("check", p).exit_code == 0
     p.write_bytes(gzip.compress(b"\xff\xfe\x00binary"))
-    assert_input_error(run("check", p), str(p), "", "gzip-compressed, but what it holds is not UTF-8 text")
+    assert_input_error(
+        run("check", p), str(p), "line 1, column 1", "gzip-compressed, but what it holds is not UTF-8 text"
+    )
 
 
 def test_a_binary_file_is_not_utf8_text(tmp_path: Path) -> None:
     f = write_inputs(tmp_path)
-    f.workload.write_bytes(b"job_id,submit\n\xff\xfe")
-    assert_input_error(run_check(f), str(f.workload), "", "not UTF-8 text")
+    f.workload.write_bytes(b"job_id,submit,group,class,gpus,work\nj1,\xff\xfe")
+    assert_input_error(run_check(f), str(f.workload), "line 2, column 4", "not UTF-8 text (the byte 0xff)")
 
 
 RLO = "\u202e"

@@ -76,16 +76,16 @@ def check(policy: Path, cluster: Path | None, workload: Path | None) -> None:
                         f"{' and '.join(untracked)} are neither checked against its nodes nor charged there"
                     )
             if workload is not None:
-                from .inputs.workload import load_workload
+                from .inputs.workload import check_workload
 
-                jobs = load_workload(workload, pol, tree, cl)
-                click.echo(f"workload {workload}: {len(jobs)} jobs")
-                capped = [j.request for j in jobs if j.request.protected_capped]
-                if capped:
+                checked = check_workload(workload, pol, tree, cl)  # streams: no job list kept
+                click.echo(f"workload {workload}: {checked.jobs} jobs")
+                if checked.first_capped is not None:
+                    first = checked.first_capped.request
                     click.echo(
-                        f"note: {len(capped)} job(s) asked for more protection than their class's "
-                        f"max_protected and were capped (first: {capped[0].id}, to "
-                        f"{fmt_duration(capped[0].protected)})"
+                        f"note: {checked.capped} job(s) asked for more protection than their class's "
+                        f"max_protected and were capped (first: {first.id}, to "
+                        f"{fmt_duration(first.protected)})"
                     )
         elif workload is not None:
             raise InputError("--workload", "", "checking a workload needs --cluster too")

@@ -19,15 +19,17 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Val
 from pydantic_core import ErrorDetails
 
 from ..errors import InputError
+from . import _yaml
 from .limits import (
     MAX_NAME_CHARS,
     MAX_TEXT_CHARS,
-    MAX_YAML_DEPTH,
+    MAX_YAML_BYTES,
     MAX_YAML_VALUES,
     MAX_YEAR,
     MIN_YEAR,
     fmt_limit,
 )
+from .reader import decode, input_cap, read_bytes
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -73,6 +75,8 @@ def text_problem(value: str, *, name: bool, limit: int | None = None) -> str | N
                 f"({unicodedata.name(ch, 'bidi control')}), which changes how text is shown"
             )
         cat = unicodedata.category(ch)
+        if cat == "Cs":  # a lone surrogate (from a YAML or JSON escape): not text, cannot be written
+            return f"contains the lone surrogate U+{ord(ch):04X}, which is not a character"
         if (cat == "Cc" and (name or ch not in "\n\t\r")) or (name and cat in ("Zl", "Zp")):
             return f"contains the control character U+{ord(ch):04X}: names must be printable"
     return None
@@ -255,71 +259,6 @@ def validate(model: type[M], data: Any, where: str, context: dict[str, Any] | No
         raise InputError(where, key_path(loc), _message(model, first, loc)) from None
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys (PyYAML silently keeps the last one), nesting
-    deeper than MAX_YAML_DEPTH (PyYAML recurses once per level), and reports a value it cannot
-    construct (an impossible date such as 2027-02-30, an integer of 5,000 digits) at its line and
-    column instead of raising a bare ValueError."""
-
-    _depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        self._depth += 1
-        try:
-            if self._depth > MAX_YAML_DEPTH:
-                event = self.peek_event()  # type: ignore[no-untyped-call]
-                raise yaml.composer.ComposerError(
-                    None,
-                    None,
-                    f"nested more than {MAX_YAML_DEPTH} levels deep (the limit; a policy tree may have "
-                    "16 levels)",
-                    event.start_mark,
-                )
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep=deep)
-        except yaml.YAMLError:
-            raise
-        except (ValueError, OverflowError) as exc:
-            if node.tag.endswith((":int", ":float")):
-                problem = f"is not a number within the limits ({len(str(node.value)):,} characters)"
-            elif node.tag.endswith(":timestamp"):
-                problem = f"is not a date: {exc}"
-            else:
-                problem = f"cannot be read: {exc}"
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{_show(node.value)} {problem}", node.start_mark
-            ) from None
-
-
-def _mapping_without_duplicates(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: dict[Any, yaml.Mark] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            first = seen.get(key)
-        except TypeError:  # an unhashable key: construct_mapping reports it
-            continue
-        if first is not None:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"duplicate key {key!r} (first given at line {first.line + 1})",
-                key_node.start_mark,
-            )
-        seen[key] = key_node.start_mark
-    return loader.construct_mapping(node, deep=True)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
-
-
 def _count_values(data: Any, where: str) -> None:
     """Refuse data whose aliases expand to more than MAX_YAML_VALUES values (or loop)."""
     stack = [data]
@@ -359,42 +298,29 @@ def reading_errors(where: str) -> Iterator[None]:
         raise InputError(where, "", f"cannot read: {exc.strerror or exc}") from None
 
 
-GZIP_MAGIC = b"\x1f\x8b"
+def read_text(path: Path, cap: int | None = None) -> str:
+    """A UTF-8 text file (a leading byte-order mark is dropped), read whole through the bounded
+    reader (fairshare.inputs.reader: special files refused, size capped, gzip decompressed). Errors
+    name the file: not found, a folder, not UTF-8 (at its line and column), damaged gzip, too big."""
+    data, gzipped = read_bytes(path, cap)
+    return decode(data, str(path), gzipped)
 
 
-def read_text(path: Path) -> str:
-    """A UTF-8 text file (a leading byte-order mark is dropped), read whole; a gzip-compressed file
-    (`.gz`, or any file starting with gzip's magic bytes) is decompressed first. Errors name the
-    file: not found, a folder, not UTF-8, damaged gzip."""
-    where = str(path)
-    with reading_errors(where):
-        with path.open("rb") as f:
-            head = f.read(2)
-        if head == GZIP_MAGIC:
-            with gzip.open(path, "rb") as z:
-                data = z.read()
-            try:
-                return data.decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                raise InputError(
-                    where,
-                    "",
-                    f"gzip-compressed, but what it holds is not UTF-8 text (bad byte at offset "
-                    f"{exc.start} after decompressing)",
-                ) from None
-        return path.read_text(encoding="utf-8-sig")
+def read_yaml_text(path: Path) -> str:
+    """The text of a YAML input (policy, cluster) through the bounded reader, capped at
+    MAX_YAML_BYTES (or FAIRSHARE_MAX_INPUT_BYTES)."""
+    return read_text(path, input_cap(MAX_YAML_BYTES))
 
 
 def load_yaml(path: Path) -> Any:
-    where = str(path)
-    return parse_yaml(read_text(path), where)
+    return parse_yaml(read_yaml_text(path), str(path))
 
 
 def parse_yaml(text: str, where: str) -> Any:
     """A YAML mapping from text (a file's, or a policy sent to the service); errors name `where`
     and the line and column."""
     try:
-        data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
+        data = _yaml.load(text, where)  # SafeLoader's values: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -95,6 +95,17 @@ MAX_YAML_DEPTH = 64
 #: billions of values would otherwise take forever to check).
 MAX_YAML_VALUES = 1_000_000
 
+#: Bytes in one input file (after gzip decompression). Tables (workloads, traces) are read line by
+#: line: a 2,000,000-job workload with every column is about 400 MB. A larger file is refused from
+#: its size before it is read; the environment variable FAIRSHARE_MAX_INPUT_BYTES overrides this and
+#: MAX_YAML_BYTES (fairshare.inputs.reader).
+MAX_INPUT_BYTES = 1 << 30
+#: Bytes in one YAML file (policy, cluster), which is parsed whole: a policy of MAX_GROUPS groups
+#: with owners, reviews and hypotheses is about 20 MB.
+MAX_YAML_BYTES = 64 << 20
+#: Bytes in one line of a table (a workload row has at most 18 cells of at most MAX_TEXT_CHARS).
+MAX_LINE_BYTES = 1 << 20
+
 # --- command line ----------------------------------------------------------------------------
 #: --repeat of a trace window.
 MAX_REPEAT = 1_000

@@ -340,9 +340,10 @@ class Policy(StrictModel):
 
     @model_validator(mode="after")
     def _exception_groups(self) -> Policy:
-        paths = TreeIndex.build(self.tree).paths
+        paths = TreeIndex.build(self.tree).paths if self.exceptions else ()
+        known = set(paths)  # a set: 100,000 exceptions against 100,000 groups stay linear
         for i, ex in enumerate(self.exceptions):
-            if ex.group not in paths:
+            if ex.group not in known:
                 raise AtPath(
                     ("exceptions", i, "group"),
                     f"no group {ex.group!r} in the tree (a group is its path, e.g. {paths[-1]!r})",

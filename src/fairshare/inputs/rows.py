@@ -8,7 +8,6 @@ The workload builder (fairshare.inputs.workload) turns rows into jobs.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -18,7 +17,8 @@ from typing import Any
 from .._units import parse_duration
 from ..errors import InputError
 from . import limits
-from ._validation import read_text, reading_errors, text_problem
+from ._validation import reading_errors, text_problem
+from .reader import text_lines
 
 COLUMNS = (
     "job_id",
@@ -46,8 +46,27 @@ REQUIRED = ("job_id", "submit", "group", "class", "gpus", "work")
 class Row:
     """One raw row with a way to name its cells in errors."""
 
-    def __init__(self, where: str, line: int, values: dict[str, Any], columns: dict[str, int] | None):
-        self.where, self.line, self.values, self.columns = where, line, values, columns
+    __slots__ = ("_values", "cells", "columns", "header", "line", "where")
+
+    def __init__(
+        self,
+        where: str,
+        line: int,
+        values: dict[str, Any] | None,
+        columns: dict[str, int] | None,
+        cells: list[str] | None = None,
+        header: Sequence[str] = (),
+    ) -> None:
+        """`values` by key; a CSV row gives its `cells` and `header` instead (the mapping is made
+        only when asked for: the workload builder reads a plain row's cells directly)."""
+        self.where, self.line, self._values, self.columns = where, line, values, columns
+        self.cells, self.header = cells, header
+
+    @property
+    def values(self) -> dict[str, Any]:
+        if self._values is None:
+            self._values = dict(zip(self.header, self.cells or (), strict=True))
+        return self._values
 
     def at(self, key: str) -> str:
         """Where the value of `key` is: line and column of a CSV, line and key of JSON Lines."""
@@ -165,14 +184,16 @@ def _show(v: Any) -> str:
 
 
 def csv_rows(path: Path) -> Iterator[Row]:
+    """The rows of a workload CSV, streamed from the bounded reader (fairshare.inputs.reader)."""
     where = str(path)
-    text = read_text(path)
     with reading_errors(where):
-        reader = csv.reader(io.StringIO(text, newline=""))
+        reader = csv.reader(text_lines(path))
         try:
             header = next(reader)
         except StopIteration:
             raise InputError(where, "line 1", "empty file: expected a header row") from None
+        except csv.Error as exc:
+            raise _csv_error(path, 1, (), exc) from None
         header = [h.strip() for h in header]
         columns: dict[str, int] = {}
         for i, key in enumerate(header, start=1):
@@ -192,31 +213,65 @@ def csv_rows(path: Path) -> Iterator[Row]:
         for key in REQUIRED:
             if key not in columns:
                 raise InputError(where, "line 1", f"required column {key!r} is missing")
+        width = len(header)
         line = reader.line_num + 1  # where the next record starts
-        for cells in reader:
+        while True:
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:  # e.g. a quote never closed runs into the cell size limit
+                raise _csv_error(path, line, header, exc) from None
             start, line = line, reader.line_num + 1
-            if not cells or all(not c.strip() for c in cells):
+            if not cells or (not cells[0].strip() and all(not c.strip() for c in cells)):
                 continue
-            spanning(where, start, reader.line_num, cells, header)
-            if len(cells) != len(header):
-                raise InputError(where, f"line {start}", f"expected {len(header)} cells, got {len(cells)}")
-            yield Row(where, start, dict(zip(header, cells, strict=True)), columns)
+            if start != reader.line_num or cells[-1].endswith(("\n", "\r")):
+                spanning(where, start, reader.line_num, cells, header)
+            if len(cells) != width:
+                raise InputError(where, f"line {start}", f"expected {width} cells, got {len(cells)}")
+            yield Row(where, start, None, columns, cells, header)
+
+
+def _csv_error(path: Path, start: int, header: Sequence[str], exc: csv.Error) -> InputError:
+    """csv's error about the record starting on line `start` (read again: errors are rare)."""
+    text = ""
+    for n, line in enumerate(text_lines(path), start=1):
+        if n == start:
+            text = line
+            break
+    return csv_error_at(str(path), start, text, header, exc)
+
+
+def csv_error_at(where: str, start: int, text: str, header: Sequence[str], exc: csv.Error) -> InputError:
+    """csv's error about the record starting on line `start` (whose text is `text`), named at the
+    cell it stopped in: the last cell that line starts."""
+    cells = next(csv.reader([text.rstrip("\r\n")]), [""]) or [""]
+    i = len(cells)
+    name = f" ({header[i - 1]})" if i <= len(header) else ""
+    quote = ' (a quote (") that is never closed?)' if text.count('"') % 2 else ""
+    return InputError(where, f"line {start}, column {i}{name}", f"not valid CSV: {exc}{quote}")
 
 
 def spanning(where: str, start: int, end: int, cells: list[str], header: Sequence[str]) -> None:
     """A record of a table spans lines only when a quoted cell holds a line break: no workload or
     trace value may (names refuse control characters), so it is an error at the record's first
-    line, and most often a quote that is never closed."""
-    if end == start:
+    line and the cell the quote opens, and most often a quote that is never closed (then the cell
+    runs to the end of the file)."""
+    i = next((k for k, c in enumerate(cells) if "\n" in c or "\r" in c), None)
+    if i is None:
         return
-    i = next((k for k, c in enumerate(cells) if "\n" in c or "\r" in c), len(cells) - 1)
     name = f" ({header[i]})" if i < len(header) else ""
-    raise InputError(
-        where,
-        f"line {start}, column {i + 1}{name}",
-        f'a quoted cell runs from line {start} to line {end}: a quote (") that is never closed, or '
-        "a line break inside a value",
-    )
+    if end == start or (i == len(cells) - 1 and cells[i].endswith(("\n", "\r"))):
+        message = (
+            f"a quoted cell runs from line {start} to the end of the file (line {end}): a quote "
+            '(") that is never closed'
+        )
+    else:
+        message = (
+            f'a quoted cell runs from line {start} to line {end}: a quote (") that is never closed, '
+            "or a line break inside a value"
+        )
+    raise InputError(where, f"line {start}, column {i + 1}{name}", message)
 
 
 class _DuplicateKey(ValueError):
@@ -233,12 +288,15 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def jsonl_rows(path: Path) -> Iterator[Row]:
+    """The rows of a JSON Lines workload, streamed; lines end at '\\n' only (a line separator
+    such as U+2028 or a form feed inside a line does not shift the line numbers)."""
     where = str(path)
-    for n, line in enumerate(read_text(path).splitlines(), start=1):
+    for n, line in enumerate(text_lines(path), start=1):
         if not line.strip():
             continue
+        text = line.removesuffix("\n").removesuffix("\r")  # columns count on the line itself
         try:
-            obj = json.loads(line, object_pairs_hook=_no_duplicates)
+            obj = json.loads(text, object_pairs_hook=_no_duplicates)
         except json.JSONDecodeError as exc:
             raise InputError(where, f"line {n}, column {exc.colno}", f"not valid JSON: {exc.msg}") from None
         except _DuplicateKey as exc:

@@ -6,7 +6,7 @@ allowed GPU types, pending charge). A bad row raises InputError naming file, lin
 
 from __future__ import annotations
 
-import dataclasses
+import bisect
 import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -20,7 +20,7 @@ from ..errors import InputError, warn
 from . import limits
 from .cluster import Cluster
 from .policy import JobClass, Policy
-from .rows import COLUMNS, Row, csv_rows, jsonl_rows
+from .rows import COLUMNS, REQUIRED, Row, csv_rows, jsonl_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,12 @@ class Job:
         }
 
 
+_REQUIRED_SET = frozenset(REQUIRED)
+#: What `_quick` reads from a row: job_id, submit, group, leaf, class, gpus, work, nodes, charge,
+#: and the class's contract (protected, capped, resumable, checkpoint).
+_Quick = tuple[str, float, str, int, str, int, float, int, float, tuple[float, bool, bool, float]]
+
+
 def _holds_member(node: Node, per: int, k: int, cpus: float | None, mem: float | None) -> bool:
     """Whether a node holds one member of a k-node gang: `per` GPUs, and a k-th of the job's CPUs
     and memory when the job and the node give them."""
@@ -105,9 +111,34 @@ class WorkloadBuilder:
         for (ty, g, c, m), count in kinds.items():
             proto = Node("", "", g, ty, c, m, "")
             self.kinds_by_type.setdefault(ty, []).append((proto, count))
+        # per type: the kinds' GPU counts ascending and how many nodes have at least each, so a
+        # job that gives no CPUs or memory is fitted with one binary search per type
+        self.by_gpus: dict[str, tuple[list[int], list[int]]] = {}
+        for ty, kc in self.kinds_by_type.items():
+            ordered = sorted(kc, key=lambda k: k[0].gpus)
+            at_least = [0] * (len(ordered) + 1)
+            for i in range(len(ordered) - 1, -1, -1):
+                at_least[i] = at_least[i + 1] + ordered[i][1]
+            self.by_gpus[ty] = ([n.gpus for n, _ in ordered], at_least)
+        self.all_types = sorted(self.known_types)
+        # the contract of a job that asks for nothing but its class (_quick); None: an error
+        self._contracts: dict[str, tuple[float, bool, bool, float]] = {}
+        for name, jc in policy.classes.items():
+            if not jc.resumable or (jc.checkpoint and jc.checkpoint > 0):
+                ckpt = float(jc.checkpoint) if jc.resumable and jc.checkpoint else 0.0
+                cap = jc.protected_cap
+                self._contracts[name] = (min(jc.protected, cap), jc.protected > cap, jc.resumable, ckpt)
+        self._header: dict[str, int] | None = None
+        self._optional: list[int] = []
+        self._at: tuple[int, ...] = ()
         self.seen: set[str] = set()
         self.late: list[tuple[str, float]] = []  # (where, deadline - submit) of deadlines before submit
         self._fit_cache: dict[tuple[Any, ...], tuple[int | None, str | None, float]] = {}
+
+    def _holding(self, ty: str, per: int) -> int:
+        """Nodes of type `ty` with at least `per` GPUs."""
+        counts, at_least = self.by_gpus[ty]
+        return at_least[bisect.bisect_left(counts, per)]
 
     def _gang_size(
         self, gpus: int, types: list[str], cpus: float | None = None, mem: float | None = None
@@ -118,17 +149,17 @@ class WorkloadBuilder:
 
         Only k from gpus / (the most GPUs a node of these types has) up to the number of such
         nodes can fit: the loop is bounded by the cluster, not by the job's GPUs."""
-        kinds = [kc for ty in types for kc in self.kinds_by_type[ty]]
-        most = max((n.gpus for n, _ in kinds), default=0)
+        most = max((self.by_gpus[ty][0][-1] for ty in types if self.by_gpus[ty][0]), default=0)
         if not most:
             return None
-        count = sum(c for _, c in kinds)
-        for k in range(max(1, -(-gpus // most)), min(gpus, count) + 1):
-            if gpus % k:
-                continue
+        count = sum(self.by_gpus[ty][1][0] for ty in types)
+        for k in _divisors(gpus, max(1, -(-gpus // most)), min(gpus, count)):
             per = gpus // k
             for ty in types:
-                holding = sum(c for n, c in self.kinds_by_type[ty] if _holds_member(n, per, k, cpus, mem))
+                if not cpus and not mem:
+                    holding = self._holding(ty, per)
+                else:
+                    holding = sum(c for n, c in self.kinds_by_type[ty] if _holds_member(n, per, k, cpus, mem))
                 if holding >= k:
                     return k
         return None
@@ -152,12 +183,14 @@ class WorkloadBuilder:
         else:
             per = gpus // nodes
             charges: list[float] = []
-            for ty in types:
+            for ty in types if cpus or mem else ():
                 fitting = [
                     (n, c) for n, c in self.kinds_by_type[ty] if _holds_member(n, per, nodes, cpus, mem)
                 ]
                 if sum(c for _, c in fitting) >= nodes:
                     charges.extend(charge_on(gpus, cpus, mem, n, self.rates) for n, _ in fitting)
+            if not cpus and not mem:  # the charge is the type's rate x GPUs on every kind
+                charges = [self.rates.get(ty, 1.0) * gpus for ty in types if self._holding(ty, per) >= nodes]
             if charges:
                 out = (nodes, None, min(charges))
             else:
@@ -209,8 +242,94 @@ class WorkloadBuilder:
             f"{(mem or 0) / nodes:g} GB per node, more than its nodes have ({pools})"
         )
 
+    def _quick(self, row: Row) -> _Quick | None:
+        """The common row read in a few steps: a CSV row that gives the required columns only
+        (other cells blank), each value plainly valid. None for anything else, which `build` reads
+        the full way (and whose error it names): both ways give the same job."""
+        cols, v = row.columns, row.cells
+        if cols is None or v is None:
+            return None
+        if cols is not self._header:
+            self._header = cols
+            self._optional = [cols[k] - 1 for k in cols if k not in _REQUIRED_SET]
+            self._at = tuple(cols[k] - 1 for k in ("job_id", "submit", "group", "class", "gpus", "work"))
+        for k in self._optional:
+            if v[k] and not v[k].isspace():
+                return None
+        i_id, i_submit, i_group, i_class, i_gpus, i_work = self._at
+        job_id = v[i_id].strip()
+        if not job_id or len(job_id) > limits.MAX_NAME_CHARS or not job_id.isprintable():
+            return None
+        if job_id in self.seen:
+            return None
+        try:
+            submit, gpus_x, work = float(v[i_submit]), float(v[i_gpus]), float(v[i_work])
+        except ValueError:
+            return None
+        if not (0.0 <= submit <= limits.MAX_TIME and 0.0 < work <= limits.MAX_DURATION):
+            return None
+        if not self.min_gpus <= gpus_x <= limits.MAX_JOB_GPUS or gpus_x != int(gpus_x):
+            return None
+        group = v[i_group].strip()
+        leaf = self.paths.get(group)
+        cls_name = v[i_class].strip()
+        contract = self._contracts.get(cls_name)
+        if leaf is None or leaf not in self.leafset or contract is None:
+            return None
+        gpus = int(gpus_x)
+        nodes, problem, charge = self._fit(gpus, None, self.all_types, None, None)
+        if problem is not None or nodes is None:
+            return None
+        return job_id, submit, group, leaf, cls_name, gpus, work, nodes, charge, contract
+
+    def _quick_job(self, quick: _Quick, seq: int) -> Job:
+        """The job of a row `_quick` read."""
+        job_id, submit, group, leaf, cls_name, gpus, work, nodes, charge, contract = quick
+        self.seen.add(job_id)
+        cls = self.policy.classes[cls_name]
+        protected, capped, resumable, checkpoint = contract
+        fast = JobRequest(
+            id=job_id,
+            submit=submit,
+            group=group,
+            leaf=leaf,
+            user=None,
+            cls=cls_name,
+            gpus=gpus,
+            nodes=nodes,
+            gpu_types=None,
+            cpus=None,
+            mem_gb=None,
+            estimate=work,
+            label="medium",
+            deadline=None if cls.deadline is None else submit + cls.deadline,
+            protected=protected,
+            protected_capped=capped,
+            resumable=resumable,
+            checkpoint=checkpoint,
+            restore=cls.restore,
+            startup=cls.startup,
+            max_stall=cls.max_stall,
+            charge=charge,
+            seq=seq,
+        )
+        return Job(fast, work, None)
+
+    def check(self, row: Row, seq: int) -> tuple[bool, float]:
+        """Check one row as `build` would, without building the job when the row is the common
+        kind (`fairshare check`): whether its protection was capped, and its submit time."""
+        quick = self._quick(row)
+        if quick is None:
+            request = self.build(row, seq).request
+            return request.protected_capped, request.submit
+        self.seen.add(quick[0])
+        return quick[9][1], quick[1]
+
     def build(self, row: Row, seq: int) -> Job:
         """One job from one row: its identity, its shape on the cluster, its contract."""
+        quick = self._quick(row)
+        if quick is not None:
+            return self._quick_job(quick, seq)
         for key in row.values:
             if key not in COLUMNS:
                 raise row.fail(key, f"unknown column {key!r} (known: {', '.join(COLUMNS)})")
@@ -348,6 +467,18 @@ class WorkloadBuilder:
         )
 
 
+def _divisors(n: int, low: int, high: int) -> list[int]:
+    """The divisors k of n with low <= k <= high, smallest first: O(sqrt(n)) work, where trying
+    every k up to n took seconds per job on a large cluster."""
+    out: set[int] = set()
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            out.update((d, n // d))
+        d += 1
+    return sorted(k for k in out if low <= k <= high)
+
+
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -361,27 +492,71 @@ def build_jobs(
     where = ""
     for i, r in enumerate(rows):
         if i >= limits.MAX_JOBS:
-            raise InputError(
-                r.where, f"line {r.line}", f"more than {limits.MAX_JOBS:,} jobs in one workload (the limit)"
-            )
+            raise _too_many(r)
         where = r.where
         jobs.append(b.build(r, i))
     b.warn_late_deadlines(where)
     jobs.sort(key=lambda j: (j.submit, j.seq))
-    # seq becomes the position in submit order (file order breaks ties): queues order by it
-    return [
-        dataclasses.replace(j, request=dataclasses.replace(j.request, seq=i)) if j.seq != i else j
-        for i, j in enumerate(jobs)
-    ]
+    # seq becomes the position in submit order (file order breaks ties): queues order by it. The
+    # requests were built just above and nothing else holds them yet, so seq is set in place
+    # (dataclasses.replace of two frozen objects per job took most of the time of 2,000,000 jobs)
+    for i, j in enumerate(jobs):
+        if j.request.seq != i:
+            object.__setattr__(j.request, "seq", i)
+    return jobs
+
+
+def _rows(p: Path) -> Iterable[Row]:
+    suffix = Path(p.name.removesuffix(".gz")).suffix
+    return jsonl_rows(p) if suffix in (".jsonl", ".ndjson", ".json") else csv_rows(p)
+
+
+def _too_many(r: Row) -> InputError:
+    return InputError(
+        r.where, f"line {r.line}", f"more than {limits.MAX_JOBS:,} jobs in one workload (the limit)"
+    )
+
+
+@dataclass(frozen=True)
+class WorkloadCheck:
+    """What `fairshare check` says of a workload: its jobs, and those whose protection was capped
+    (how many, and the first in submit order)."""
+
+    jobs: int
+    capped: int
+    first_capped: Job | None
+
+
+def check_workload(path: Path | str, policy: Policy, tree: TreeIndex, cluster: Cluster) -> WorkloadCheck:
+    """Every row checked as `load_workload` would, streaming, without keeping the jobs: the row
+    one past MAX_JOBS is refused as soon as it is read."""
+    p = Path(path)
+    b = WorkloadBuilder(policy, tree, cluster)
+    n = capped = 0
+    first: tuple[float, int, Row] | None = None
+    where = str(p)
+    for i, r in enumerate(_rows(p)):
+        if i >= limits.MAX_JOBS:
+            raise _too_many(r)
+        was_capped, submit = b.check(r, i)
+        n += 1
+        if was_capped:
+            capped += 1
+            if first is None or submit < first[0]:
+                first = (submit, i, r)
+    b.warn_late_deadlines(where)
+    if not n:
+        raise InputError(where, "", "the workload has no jobs")
+    job = None
+    if first is not None:
+        again = WorkloadBuilder(policy, tree, cluster)
+        job = again.build(first[2], first[1])
+    return WorkloadCheck(n, capped, job)
 
 
 def load_workload(path: Path | str, policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
     p = Path(path)
-    if not p.exists():
-        raise InputError(str(p), "", "file not found")
-    suffix = Path(p.name.removesuffix(".gz")).suffix
-    rows = jsonl_rows(p) if suffix in (".jsonl", ".ndjson", ".json") else csv_rows(p)
-    jobs = build_jobs(rows, policy, tree, cluster)
+    jobs = build_jobs(_rows(p), policy, tree, cluster)
     if not jobs:
         raise InputError(str(p), "", "the workload has no jobs")
     return jobs

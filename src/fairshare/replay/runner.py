@@ -16,7 +16,7 @@ import yaml
 from ..core.strategies import STRATEGIES
 from ..core.tree import TreeIndex
 from ..errors import InputError
-from ..inputs._validation import load_yaml, validate
+from ..inputs._validation import load_yaml, read_yaml_text, validate
 from ..inputs.cluster import Cluster, ClusterSpec, build_cluster
 from ..inputs.formats import (
     WORKLOAD_FORMATS,
@@ -66,7 +66,7 @@ def inputs_from_files(
         name,
         f"{workload_path.name} on {cluster_path.name}",
         policy,
-        policy_path.read_text(encoding="utf-8"),
+        read_yaml_text(policy_path),
         str(policy_path),
         tree,
         cluster,
@@ -114,7 +114,7 @@ def inputs_from_sources(
     notes = list(loaded.summary) + list(source.summary)
     if policy is not None:
         raw = load_yaml(policy)
-        text = policy.read_text(encoding="utf-8")
+        text = read_yaml_text(policy)
         policy_where = str(policy)
     elif loaded.default_policy is not None:
         raw = loaded.default_policy(sorted({p.gpu_type for p in spec.pools}))

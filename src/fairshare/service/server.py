@@ -175,10 +175,9 @@ def _prepare_slurm(opt: ServeOptions, wall: Callable[[], float]) -> Prepared:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", f"cannot read: {exc}") from None
+    from ..inputs._validation import read_yaml_text
+
+    return read_yaml_text(path)  # the bounded reader: special files, size cap, UTF-8
 
 
 def _check_fits(policy: Policy, scenario: Scenario) -> None:

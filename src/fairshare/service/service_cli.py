@@ -153,12 +153,14 @@ def policy() -> None:
 @click.option("--note", help="Why it changed (kept in the audit record).")
 def policy_push(db: str, path: Path, note: str | None) -> None:
     """Validate PATH and store it as a new version (audited); the same text again stores nothing."""
+    from ..errors import InputError
+    from ..inputs._validation import read_yaml_text
     from .storage import portfolio
 
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"{path}: cannot read: {exc}")
+        text = read_yaml_text(path)  # the bounded reader: special files, size cap, UTF-8
+    except InputError as exc:
+        _fail(str(exc))
     with _store(db) as store, store.write() as tx:
         v, warnings, changed = portfolio.put_policy(tx, text, _actor(), note)
     for w in warnings:

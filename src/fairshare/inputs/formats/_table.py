@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import InputError
 from .._validation import read_text, reading_errors
-from ..rows import Row, spanning
+from ..rows import Row, csv_error_at, spanning
 
 
 class TraceRow(Row):
@@ -98,9 +98,7 @@ def read_table(path: Path, required: Sequence[str], what: str) -> Table:
     """Read a CSV with a header; `required` columns must be present (others are kept, unused ones
     ignored). `what` names the format in messages ("a Philly trace"). Blank lines are skipped."""
     where = str(path)
-    if not path.is_file():
-        raise InputError(where, "", "file not found")
-    text = read_text(path)
+    text = read_text(path)  # the bounded reader: special files, size, gzip, UTF-8 (line and column)
     with reading_errors(where), gc_paused():
         linenos: list[int] | None = None  # None: the line of record i is i + 1
         if '"' in text:
@@ -166,7 +164,14 @@ def _quoted(text: str, where: str) -> tuple[list[list[str]], list[int]]:
     lines: list[int] = []
     header: list[str] = []
     line = 1
-    for cells in reader:
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # a quote never closed runs into the cell size limit
+            text_at = text.split("\n", line)[line - 1] if text.count("\n") >= line - 1 else ""
+            raise csv_error_at(where, line, text_at, header, exc) from None
         start, line = line, reader.line_num + 1
         if not header and cells:
             header = [c.strip() for c in cells]

@@ -9,6 +9,7 @@ from ...errors import InputError
 from .._validation import load_yaml
 from ..cluster import Cluster
 from ..policy import Policy
+from ..reader import check_input
 from ..workload import Job, load_workload
 from .registry import (
     ClusterFormat,
@@ -28,8 +29,7 @@ class NativeWorkload(WorkloadFormat):
     window = False
 
     def read(self, path: Path, options: TraceOptions) -> LoadedWorkload:
-        if not path.exists():
-            raise InputError(str(path), "", "file not found")
+        check_input(path)  # missing, a folder, a FIFO or device, a path the OS refuses: at once
 
         def jobs(policy: Policy, tree: TreeIndex, cluster: Cluster) -> list[Job]:
             return load_workload(path, policy, tree, cluster)
