@@ -100,6 +100,29 @@ MAX_YAML_VALUES = 1_000_000
 MAX_REPEAT = 1_000
 #: --seed of the built-in scenarios (numpy takes any non-negative integer; this is its 32-bit range).
 MAX_SEED = 2**32 - 1
+#: --overstate LOW:HIGH: declared run times are the true ones times a factor in this range. Users
+#: overstate their time limits 2-10x, some 100x; below 1 they understate them (the run is killed at
+#: its limit on a real cluster). Outside it, estimates are of no cluster (1e308 overflows to inf).
+MIN_OVERSTATE = 1e-3
+MAX_OVERSTATE = 1e6
+#: --forecast N: forecast the start of about N jobs. Each forecast copies the engine and runs it
+#: forward; with FORECAST_PASS_MULTIPLE they never take more scheduling passes, all together, than
+#: that many times the passes of the replay itself.
+MAX_FORECAST = 100_000
+#: The forecasts of a replay run at most this many scheduling passes per pass of the replay so far
+#: (plus one run-forward's first pass each): the forecast never takes longer than this multiple of
+#: the replay. A forecast out of passes says "no start in the run-forward".
+FORECAST_PASS_MULTIPLE = 4
+
+# --- output folders --------------------------------------------------------------------------
+#: A complete.json (a marker listing a folder's files): a replay's lists 6 files, a compare
+#: output's one file per replay folder; anything larger is not one of ours.
+MAX_MARKER_BYTES = 1 << 20
+#: One file of an output folder: 2,000,000 jobs write about 2 GB of events.jsonl.
+MAX_OUTPUT_FILE_BYTES = 16 << 30
+#: Entries (files and folders) in an output folder: a compare of every scenario under every
+#: policy holds a few hundred.
+MAX_OUTPUT_ENTRIES = 100_000
 
 
 def fmt_limit(x: float) -> str:
