@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ._cli_runtime import Main, progress
+from ._cli_runtime import BoundedInt, Main, progress
 from ._units import fmt_duration, instant
 from .core.strategies import STRATEGIES
 from .core.tree import TreeIndex
@@ -203,8 +203,9 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--repeat",
-            type=click.IntRange(min=1, max=limits.MAX_REPEAT),
+            type=BoundedInt(1, limits.MAX_REPEAT),
             default=1,
+            metavar="N",
             show_default=True,
             help="Trace formats: replay the window N times back to back (same arrival rate).",
         ),
@@ -226,12 +227,13 @@ def _estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
         "--overstate",
         metavar="LOW:HIGH",
         help="Declared run times (estimates, like Slurm time limits) are the true ones times a factor "
-        "drawn per job from LOW..HIGH (log-uniform; e.g. 2:10). Default: estimates as the workload "
-        "gives them (the true run time when absent).",
+        f"drawn per job from LOW..HIGH (log-uniform; e.g. 2:10; each from {limits.MIN_OVERSTATE:g} to "
+        f"{limits.MAX_OVERSTATE:g}, the estimate at most 10 years). Default: estimates as the "
+        "workload gives them (the true run time when absent).",
     )(f)
     return click.option(
         "--forecast",
-        type=click.IntRange(min=0),
+        type=BoundedInt(0, limits.MAX_FORECAST),
         default=0,
         show_default=True,
         metavar="N",
@@ -253,6 +255,11 @@ def _overstated(inputs: Inputs, overstate: str | None, seed: int) -> Inputs:
         low, high = float(head), float(tail)
     except ValueError:
         raise InputError("--overstate", overstate, "expected LOW:HIGH factors, e.g. 2:10") from None
+    lo, hi = limits.MIN_OVERSTATE, limits.MAX_OVERSTATE
+    if not (lo <= low <= high <= hi):
+        raise InputError(
+            "--overstate", overstate, f"expected {lo:g} <= LOW <= HIGH <= {hi:g} (factors), e.g. 2:10"
+        )
     return overstate_estimates(inputs, low, high, seed)
 
 
@@ -357,7 +364,8 @@ def _file_inputs(
 @click.option("--scenario", help="A built-in scenario name, or 'all'.")
 @click.option(
     "--seed",
-    type=click.IntRange(0, limits.MAX_SEED),
+    type=BoundedInt(0, limits.MAX_SEED),
+    metavar="N",
     default=1,
     show_default=True,
     help="Seed of the scenario generator.",

@@ -105,14 +105,16 @@ MAX_SEED = 2**32 - 1
 #: its limit on a real cluster). Outside it, estimates are of no cluster (1e308 overflows to inf).
 MIN_OVERSTATE = 1e-3
 MAX_OVERSTATE = 1e6
-#: --forecast N: forecast the start of about N jobs. Each forecast copies the engine and runs it
-#: forward; with FORECAST_PASS_MULTIPLE they never take more scheduling passes, all together, than
-#: that many times the passes of the replay itself.
+#: --forecast N: forecast the start of about N jobs (each copies the engine and runs it forward,
+#: within the budget below).
 MAX_FORECAST = 100_000
-#: The forecasts of a replay run at most this many scheduling passes per pass of the replay so far
-#: (plus one run-forward's first pass each): the forecast never takes longer than this multiple of
-#: the replay. A forecast out of passes says "no start in the run-forward".
+#: The forecasts of a replay do at most this many units of work per unit of the replay so far (an
+#: instant or a scheduling pass; a forecast's run-forward counts its instants and passes alike,
+#: and its copy of the engine one unit per eight jobs and nodes), and each at least
+#: FORECAST_MIN_UNITS beyond its copy: the forecast never takes longer than about this multiple
+#: of the replay. A forecast out of budget says "no start in the run-forward" (start_at null).
 FORECAST_PASS_MULTIPLE = 4
+FORECAST_MIN_UNITS = 200
 
 # --- output folders --------------------------------------------------------------------------
 #: A complete.json (a marker listing a folder's files): a replay's lists 6 files, a compare
