@@ -16,10 +16,11 @@ import click
 
 from . import interrupts
 from .errors import InputWarning
-from .interrupts import Terminated
+from .interrupts import Terminated, WorkerDied
 
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
 EXIT_TERMINATED = 143  # SIGTERM: 128 + 15
+EXIT_WORKER_DIED = 3  # a worker process died (e.g. the OOM killer): README "Limits and bad input"
 
 
 def _show_warning(
@@ -61,6 +62,12 @@ class Main(click.Group):
                 sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
             except click.Abort:  # Ctrl-C while click parsed the command line
                 _exit_interrupted(interrupts.received() or signal.SIGINT)
+            except WorkerDied as exc:
+                sig = interrupts.received()  # a worker ended by the same Ctrl-C or SIGTERM
+                if sig is not None:
+                    _exit_interrupted(sig)
+                click.echo(f"error: {exc}: nothing was written, the previous output is as it was", err=True)
+                sys.exit(EXIT_WORKER_DIED)
             except KeyboardInterrupt:
                 _exit_interrupted(signal.SIGINT)
             except Terminated:

@@ -567,4 +567,6 @@ def explain(out: Path, job: str) -> None:
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)
 
 if __name__ == "__main__":
-    main()
+    from .__main__ import run
+
+    run(main)

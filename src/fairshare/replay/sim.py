@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, overload
 
 import orjson
 
+from .. import interrupts
 from .._units import format_epoch
 from ..core.scheduler import decide
 from ..core.snapshot import Preempt, Start
@@ -186,6 +187,8 @@ class Simulator:
                 return None
             # one instant (loop body kept inline: it runs once per instant of the replay)
             self.instants += 1
+            if not self.instants & 255:
+                interrupts.check()  # an interrupt whose exception was lost, a dead worker
             engine.begin(t)
             if heap and heap[0][0] == t:
                 while heap and heap[0][0] == t:
