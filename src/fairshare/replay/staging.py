@@ -23,6 +23,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,7 +60,7 @@ class StagedOutput:
     def __init__(self, out: Path, command: str, option: str = "--out", root_marker: bool = True) -> None:
         """`root_marker` False: the command writes its own complete.json at the top (a folder
         like a replay folder, e.g. `audit export`), so none listing replay folders is added."""
-        self.shown = out
+        self.shown = _shown(out)
         self.option = option
         self.command = command
         self.root_marker = root_marker
@@ -172,7 +173,7 @@ def _signals_deferred() -> Iterator[None]:
 
 def _usable(out: Path, option: str) -> Path:
     """`out` resolved, or an InputError saying why it cannot be an output folder."""
-    shown = str(out)
+    shown = _shown(out)
     if shown in ("", "."):
         raise InputError(
             option, repr(shown), "is the current folder: give a folder of its own, e.g. --out out"
@@ -191,13 +192,33 @@ def _usable(out: Path, option: str) -> Path:
         )
     if full.parent == full:
         raise InputError(option, shown, "is the root of the file system: give a folder of its own")
-    for up in (full, *full.parents):
-        if up.exists() and not up.is_dir():
-            what = "is a file" if up == full else f"is under {up}, which is a file"
-            raise InputError(option, shown, f"{what}: give a folder")
-    if full.is_dir():
-        _check_replaceable(full, option, shown)
+    try:
+        for up in (full, *full.parents):
+            if os.path.lexists(up) and not up.is_dir():
+                kind = _kind(up)
+                what = f"is {kind}" if up == full else f"is under {up}, which is {kind}"
+                raise InputError(option, shown, f"{what}: give a folder")
+        if full.is_dir():
+            _check_replaceable(full, option, shown)
+    except OSError as exc:  # e.g. a name longer than the file system takes
+        raise InputError(option, shown, f"cannot be used: {exc.strerror or exc}") from None
     return full
+
+
+def _shown(out: Path) -> str:
+    """The path as an error line shows it: quoted when it holds a line break or control character."""
+    text = str(out)
+    return text if text.isprintable() else repr(text)
+
+
+def _kind(path: Path) -> str:
+    """What a path that is not a folder is, as an error says it."""
+    mode = path.lstat().st_mode
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link to no folder"
+    return "a FIFO, device or socket"
 
 
 def _check_replaceable(out: Path, option: str, shown: str) -> None:
