@@ -242,12 +242,10 @@ def _estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
-def _overstated(inputs: Inputs, overstate: str | None, seed: int) -> Inputs:
-    """The inputs with estimates overstated per --overstate LOW:HIGH (None: as they are)."""
+def _overstate_factors(overstate: str | None) -> tuple[float, float] | None:
+    """--overstate LOW:HIGH checked (before any input is read): the factors, or None."""
     if overstate is None:
-        return inputs
-    from .replay.runner import overstate_estimates
-
+        return None
     head, sep, tail = overstate.partition(":")
     try:
         if not sep:
@@ -260,7 +258,16 @@ def _overstated(inputs: Inputs, overstate: str | None, seed: int) -> Inputs:
         raise InputError(
             "--overstate", overstate, f"expected {lo:g} <= LOW <= HIGH <= {hi:g} (factors), e.g. 2:10"
         )
-    return overstate_estimates(inputs, low, high, seed)
+    return low, high
+
+
+def _overstated(inputs: Inputs, factors: tuple[float, float] | None, seed: int) -> Inputs:
+    """The inputs with estimates overstated per --overstate LOW:HIGH (None: as they are)."""
+    if factors is None:
+        return inputs
+    from .replay.runner import overstate_estimates
+
+    return overstate_estimates(inputs, *factors, seed)
 
 
 def _window_options(
@@ -415,6 +422,7 @@ def compare(
 
     try:
         names = check_policies(policies.split(","))
+        factors = _overstate_factors(overstate)
         staged = StagedOutput(out, "compare")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         jobs: list[tuple[str, Inputs]] = []  # (folder under OUT, inputs)
@@ -429,12 +437,12 @@ def compare(
                     raise InputError(
                         "--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})"
                     )
-                jobs.append((s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), overstate, seed)))
+                jobs.append((s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), factors, seed)))
         else:
             inputs = _file_inputs(
                 "compare", trace, policy_path, cluster, workload, workload_format, cluster_format, options
             )
-            inputs = _overstated(inputs, overstate, seed)
+            inputs = _overstated(inputs, factors, seed)
             _echo_notes(inputs.notes)
             jobs.append(("", inputs))
         stage = staged.begin()
@@ -525,12 +533,13 @@ def replay(
 
     try:
         names = check_policies([policy_name], "--policy-name")
+        factors = _overstate_factors(overstate)
         staged = StagedOutput(out, "replay")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         inputs = _file_inputs(
             "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options
         )
-        inputs = _overstated(inputs, overstate, 1)
+        inputs = _overstated(inputs, factors, 1)
         _echo_notes(inputs.notes)
         stage = staged.begin()
     except InputError as exc:
