@@ -32,6 +32,7 @@ def run(command: Callable[[], Any] | None) -> None:
     interrupts.install()
     code: str | int | None = 0
     try:
+        interrupts.check()  # one that came while the package was imported
         if command is None:
             from .cli import main as cli
 

@@ -101,6 +101,9 @@ def install() -> None:
     signal.signal(signal.SIGINT, _handler)
     signal.signal(signal.SIGTERM, _handler)
     sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
+    early = getattr(sys.modules.get("fairshare"), "_early", None)  # the package's first instants
+    if early and not _received:
+        _received.append(early[0])
 
 
 def exit_on_signal(flush: Callable[[], None]) -> None:
