@@ -155,9 +155,10 @@ def _signal_at(tmp_path: Path, sig: signal.Signals, delay: float) -> tuple[int, 
 
 
 def _before_python_ran_fairshare(err: str) -> bool:
-    """A signal during the interpreter's own start (its `site` import), before the first line of
-    any program: Python reports it, no program can (on an idle machine this lasts ~20 ms)."""
-    return "Fatal Python error: init_import_site" in err
+    """A signal during the interpreter's own start (its `site` import) or while the console script
+    pip wrote was finding the package, before the package's first line: Python reports it, no
+    program can (on an idle machine this lasts ~30 ms). Its traceback has no frame in fairshare."""
+    return "Traceback" in err and f"{os.sep}fairshare{os.sep}" not in err
 
 
 def _judge(sig: signal.Signals, delay: float, code: int, took: float, err: str) -> None:
