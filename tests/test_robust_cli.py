@@ -55,13 +55,21 @@ TRACE = ["--trace", "philly", "--jobs", "0:50"]
         (["replay", "--trace", "philly", "--jobs", "-3:"], "error: --jobs: -3:: expected 0 <= FIRST < END"),
         (["replay", "--trace", "philly", "--jobs", "1e3:2e3"], "error: --jobs: 1e3:2e3: expected FIRST:END"),
         (["replay", "--trace", "philly", "--jobs", "abc"], "error: --jobs: abc: expected FIRST:END"),
-        (["replay", "--trace", "philly", "--repeat", "0"], "Invalid value for '--repeat'"),
-        (["replay", "--trace", "philly", "--repeat", "1001"], "Invalid value for '--repeat'"),
+        (["replay", "--trace", "philly", "--repeat", "0"], "error: --repeat: 0: expected a whole number"),
+        (["replay", "--trace", "philly", "--repeat", "1001"], "error: --repeat: 1001: expected a whole"),
         (["replay", "--trace", "philly", "--repeat", "100"], "error: --repeat: 100: 82,247 jobs x 100"),
         (["replay", *TRACE, "--repeat", "1000"], "error: --repeat: 1000: the last copy would arrive"),
-        (["compare", "--scenario", "eight-gpu", "--seed", "-1"], "Invalid value for '--seed'"),
-        (["compare", "--scenario", "eight-gpu", "--seed", str(2**64)], "Invalid value for '--seed'"),
-        (["compare", "--scenario", "eight-gpu", "--seed", "x"], "Invalid value for '--seed'"),
+        (["compare", "--scenario", "eight-gpu", "--seed", "-1"], "error: --seed: -1: expected a whole"),
+        (["compare", "--scenario", "eight-gpu", "--seed", str(2**64)], "error: --seed: 1844674407370955"),
+        (["compare", "--scenario", "eight-gpu", "--seed", "x"], "error: --seed: x: expected a whole number"),
+        (["replay", *TRACE, "--forecast", "x"], "error: --forecast: x: expected a whole number from 0"),
+        (["replay", *TRACE, "--forecast", "100001"], "error: --forecast: 100001: expected a whole"),
+        (["replay", *TRACE, "--forecast", "2.5"], "error: --forecast: 2.5: expected a whole number"),
+        (["replay", *TRACE, "--overstate", "1:1e308"], "error: --overstate: 1:1e308: expected 0.001 <="),
+        (["replay", *TRACE, "--overstate", "0:2"], "error: --overstate: 0:2: expected 0.001 <= LOW"),
+        (["replay", *TRACE, "--overstate", "10:2"], "error: --overstate: 10:2: expected 0.001 <= LOW"),
+        (["replay", *TRACE, "--overstate", "nan:2"], "error: --overstate: nan:2: expected 0.001"),
+        (["replay", *TRACE, "--overstate", "2"], "error: --overstate: 2: expected LOW:HIGH"),
         (["replay", "--trace", "nope"], "error: --trace: nope: unknown trace"),
         (["replay", "--trace", "philly", "--workload-format", "openb"], "error: --trace: philly: use either"),
         (["replay", "--workload", "w.csv", "--workload-format", "nope"], "error: --workload-format: nope:"),
@@ -89,6 +97,14 @@ TRACE = ["--trace", "philly", "--jobs", "0:50"]
         "seed-negative",
         "seed-huge",
         "seed-text",
+        "forecast-text",
+        "forecast-over-limit",
+        "forecast-fraction",
+        "overstate-1e308",
+        "overstate-zero",
+        "overstate-reversed",
+        "overstate-nan",
+        "overstate-one-number",
         "trace-unknown",
         "trace-and-format",
         "workload-format-unknown",
@@ -103,8 +119,48 @@ def test_a_bad_option_names_itself_and_exits_2(
     assert isinstance(res.exception, SystemExit)
     assert "Traceback" not in res.output
     assert expected in res.output, res.output
+    assert res.output.count("\n") == 1 and res.output.startswith("error: "), res.output
     assert not (tmp_path / "o").exists()
     assert "philly.csv: line" not in res.output  # an option's error never blames a line of the trace
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["replay", "--bogus"], "error: --bogus: no such option"),
+        (["replay", "--out"], "error: --out: Option '--out' requires an argument."),
+        (["check"], "error: POLICY: missing: the argument is required (see `fairshare check --help`)"),
+        (["compare", "--scenario", "eight-gpu"], "error: --out: missing: the option is required"),
+        (["nope"], "error: fairshare: No such command 'nope'. (see `fairshare --help`)"),
+        (["compare", "--scenario", "eight-gpu", "--out", "o", "extra"], "Got unexpected extra argument"),
+        (["compare", "--scenario", "eight-gpu", "--out", "o", "--repeat", "1e3"], "error: --repeat: 1e3:"),
+        (["compare", "--scenario", "eight-gpu", "--out", "o", "--rebase=x"], "error: --rebase"),
+        (["explain", "--out", "o"], "error: --job: missing: the option is required"),
+        (["review", "--days", "x"], "error: --days: 'x' is not a valid float"),
+    ],
+    ids=[
+        "unknown-option",
+        "option-without-value",
+        "missing-argument",
+        "missing-required-option",
+        "unknown-command",
+        "extra-argument",
+        "non-integer",
+        "value-to-a-flag",
+        "explain-without-job",
+        "service-command-float",
+    ],
+)
+def test_a_usage_error_is_one_line_with_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], line: str
+) -> None:
+    """click's own errors too: the README's one line, not click's three-line usage block."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, args, prog_name="fairshare")
+    assert res.exit_code == 2, res.output
+    assert res.output.count("\n") == 1 and res.output.startswith("error: "), res.output
+    assert line in res.output, res.output
+    assert "Usage:" not in res.output and "Try " not in res.output
 
 
 def _interrupted_during_an_import(signum: int) -> click.Group:

@@ -130,12 +130,14 @@ def test_a_rerun_replaces_the_whole_folder_and_explain_reads_only_the_new_run(tm
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == ["complete.json", "fifo", "report.html"]
     marker = json.loads((out / "complete.json").read_text())
+    files = marker.pop("files")
     assert marker == {
         "fairshare_output": "output",
         "command": "compare",
         "folders": ["fifo"],
         "report": "report.html",
     }
+    assert sorted(files) == ["fifo/complete.json", "report.html"]  # with their sizes and SHA-256
     assert hidden_siblings(out) == []
     res = invoke("explain", "--out", out, "--job", "product-debug-000000")
     assert res.exit_code == 0 and "(" + str(out / "fifo") + ")" in res.output
@@ -150,16 +152,19 @@ def test_a_compare_output_can_take_a_scenario_run_and_back(tmp_path: Path) -> No
     assert json.loads((out / "complete.json").read_text())["command"] == "replay"
 
 
-def test_an_output_of_an_older_fairshare_is_replaced(tmp_path: Path) -> None:
-    """A folder holding nothing but replay outputs (no complete.json) is recognised and replaced."""
+def test_a_folder_that_only_looks_like_an_output_is_refused(tmp_path: Path) -> None:
+    """Replay-like files without the markers of a complete run (an older fairshare's, or the
+    user's own) are not known to be ours: refused, left as they are (issue 19)."""
     out = tmp_path / "o"
     (out / "s" / "fifo").mkdir(parents=True)
     for name in ("events.jsonl", "metrics.json", "cluster.json", "policy.yaml"):
         (out / "s" / "fifo" / name).write_text("{}")
     (out / "report.html").write_text("<html>")
+    before = tree(out)
     res = invoke("compare", "--scenario", "eight-gpu", "--policies", "fifo", "--out", out)
-    assert res.exit_code == 0, res.output
-    assert not (out / "s").exists()
+    assert res.exit_code == 2, res.output
+    assert "report.html, which is not a fairshare output" in res.output
+    assert tree(out) == before
 
 
 def test_each_replay_folder_lists_its_files_with_size_and_hash(tmp_path: Path) -> None:

@@ -13,6 +13,17 @@ the core alone (standard library only) and `fairshare check` does not pay for th
 
 from __future__ import annotations
 
+import signal as _signal
+import sys as _sys
+
+if _sys.argv[:1] and _sys.argv[0].rsplit("/", 1)[-1] == "fairshare":
+    # the `fairshare` command: a Ctrl-C or SIGTERM from the first instant is remembered instead of
+    # ending the process with a traceback from the imports below; fairshare.__main__, imported
+    # next, takes over (interrupts.install) and acts on it
+    _early: list[int] = []
+    for _s in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(_s, lambda signum, frame: _early.append(signum))
+
 import importlib
 from typing import TYPE_CHECKING, Any
 

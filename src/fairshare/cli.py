@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ._cli_runtime import Main, progress
+from ._cli_runtime import BoundedInt, Main, progress
 from ._units import fmt_duration, instant
 from .core.strategies import STRATEGIES
 from .core.tree import TreeIndex
@@ -212,8 +212,9 @@ def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--repeat",
-            type=click.IntRange(min=1, max=limits.MAX_REPEAT),
+            type=BoundedInt(1, limits.MAX_REPEAT),
             default=1,
+            metavar="N",
             show_default=True,
             help="Trace formats: replay the window N times back to back (same arrival rate).",
         ),
@@ -235,12 +236,13 @@ def _estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
         "--overstate",
         metavar="LOW:HIGH",
         help="Declared run times (estimates, like Slurm time limits) are the true ones times a factor "
-        "drawn per job from LOW..HIGH (log-uniform; e.g. 2:10). Default: estimates as the workload "
-        "gives them (the true run time when absent).",
+        f"drawn per job from LOW..HIGH (log-uniform; e.g. 2:10; each from {limits.MIN_OVERSTATE:g} to "
+        f"{limits.MAX_OVERSTATE:g}, the estimate at most 10 years). Default: estimates as the "
+        "workload gives them (the true run time when absent).",
     )(f)
     return click.option(
         "--forecast",
-        type=click.IntRange(min=0),
+        type=BoundedInt(0, limits.MAX_FORECAST),
         default=0,
         show_default=True,
         metavar="N",
@@ -249,12 +251,10 @@ def _estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
-def _overstated(inputs: Inputs, overstate: str | None, seed: int) -> Inputs:
-    """The inputs with estimates overstated per --overstate LOW:HIGH (None: as they are)."""
+def _overstate_factors(overstate: str | None) -> tuple[float, float] | None:
+    """--overstate LOW:HIGH checked (before any input is read): the factors, or None."""
     if overstate is None:
-        return inputs
-    from .replay.runner import overstate_estimates
-
+        return None
     head, sep, tail = overstate.partition(":")
     try:
         if not sep:
@@ -262,7 +262,21 @@ def _overstated(inputs: Inputs, overstate: str | None, seed: int) -> Inputs:
         low, high = float(head), float(tail)
     except ValueError:
         raise InputError("--overstate", overstate, "expected LOW:HIGH factors, e.g. 2:10") from None
-    return overstate_estimates(inputs, low, high, seed)
+    lo, hi = limits.MIN_OVERSTATE, limits.MAX_OVERSTATE
+    if not (lo <= low <= high <= hi):
+        raise InputError(
+            "--overstate", overstate, f"expected {lo:g} <= LOW <= HIGH <= {hi:g} (factors), e.g. 2:10"
+        )
+    return low, high
+
+
+def _overstated(inputs: Inputs, factors: tuple[float, float] | None, seed: int) -> Inputs:
+    """The inputs with estimates overstated per --overstate LOW:HIGH (None: as they are)."""
+    if factors is None:
+        return inputs
+    from .replay.runner import overstate_estimates
+
+    return overstate_estimates(inputs, *factors, seed)
 
 
 def _window_options(
@@ -374,7 +388,8 @@ def _file_inputs(
 @click.option("--scenario", help="A built-in scenario name, or 'all'.")
 @click.option(
     "--seed",
-    type=click.IntRange(0, limits.MAX_SEED),
+    type=BoundedInt(0, limits.MAX_SEED),
+    metavar="N",
     default=1,
     show_default=True,
     help="Seed of the scenario generator.",
@@ -425,6 +440,7 @@ def compare(
 
     try:
         names = check_policies(policies.split(","))
+        factors = _overstate_factors(overstate)
         staged = StagedOutput(out, "compare")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         jobs: list[tuple[str, Inputs]] = []  # (folder under OUT, inputs)
@@ -439,7 +455,7 @@ def compare(
                     raise InputError(
                         "--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})"
                     )
-                jobs.append((s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), overstate, seed)))
+                jobs.append((s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), factors, seed)))
         else:
             inputs = _file_inputs(
                 "compare",
@@ -452,7 +468,7 @@ def compare(
                 options,
                 site,
             )
-            inputs = _overstated(inputs, overstate, seed)
+            inputs = _overstated(inputs, factors, seed)
             _echo_notes(inputs.notes)
             jobs.append(("", inputs))
         stage = staged.begin()
@@ -552,12 +568,13 @@ def replay(
 
     try:
         names = check_policies([policy_name], "--policy-name")
+        factors = _overstate_factors(overstate)
         staged = StagedOutput(out, "replay")
         options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         inputs = _file_inputs(
             "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options, site
         )
-        inputs = _overstated(inputs, overstate, 1)
+        inputs = _overstated(inputs, factors, 1)
         _echo_notes(inputs.notes)
         stage = staged.begin()
     except InputError as exc:
@@ -594,4 +611,6 @@ def explain(out: Path, job: str) -> None:
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)
 
 if __name__ == "__main__":
-    main()
+    from .__main__ import run
+
+    run(main)

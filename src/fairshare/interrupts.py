@@ -10,9 +10,10 @@ lost exception off the terminal.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -20,6 +21,11 @@ from typing import Any
 
 class Terminated(BaseException):
     """SIGTERM, raised where the program is so that every `with` block cleans up on the way out."""
+
+
+class WorkerDied(Exception):
+    """A worker process of the command ended before its work was done (killed, e.g. by the OOM
+    killer). The CLI ends with one `error:` line and exit code 3 (README)."""
 
 
 _received: list[int] = []
@@ -35,11 +41,28 @@ def received() -> int | None:
     return _received[0] if _received else None
 
 
+_watchers: list[Callable[[], None]] = []
+
+
 def check() -> None:
-    """Raise the interrupt again if one was received (its first raise may have been lost)."""
+    """Raise the interrupt again if one was received (its first raise may have been lost), or
+    what a watcher raises (a worker process found dead). Long loops call it often (the replay
+    every few hundred instants), so an interrupt is acted on within a second wherever it landed."""
     sig = received()
     if sig is not None:
         raise KeyboardInterrupt if sig == signal.SIGINT else Terminated
+    for watcher in list(_watchers):
+        watcher()
+
+
+def watch(watcher: Callable[[], None]) -> None:
+    """Call `watcher` at every check() until unwatch(); it raises to end the command."""
+    _watchers.append(watcher)
+
+
+def unwatch(watcher: Callable[[], None]) -> None:
+    if watcher in _watchers:
+        _watchers.remove(watcher)
 
 
 def _quiet_unraisable(hook: Any) -> Any:
@@ -62,10 +85,37 @@ def handled() -> Iterator[None]:
         return
     hook = sys.unraisablehook
     sys.unraisablehook = _quiet_unraisable(hook)
-    _received.clear()
+    if previous[signal.SIGINT] is not _handler:  # not nested in an outer handled() (the entry point)
+        _received.clear()
     try:
         yield
     finally:
         sys.unraisablehook = hook
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def install() -> None:
+    """The entry point's first act (fairshare.__main__): SIGINT and SIGTERM raise and are
+    remembered for the whole life of the process, before the slow imports."""
+    signal.signal(signal.SIGINT, _handler)
+    signal.signal(signal.SIGTERM, _handler)
+    sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
+    early = getattr(sys.modules.get("fairshare"), "_early", None)  # the package's first instants
+    if early and not _received:
+        _received.append(early[0])
+
+
+def exit_on_signal(flush: Callable[[], None]) -> None:
+    """From now on a SIGINT or SIGTERM ends the process at once, with 128 + the signal (the
+    command has finished: only the interpreter's shutdown is left, where a raised interrupt would
+    print a traceback). `flush` is called first so the output is not lost."""
+
+    def now(signum: int, frame: FrameType | None) -> None:
+        try:
+            flush()
+        finally:
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, now)
+    signal.signal(signal.SIGTERM, now)

@@ -251,7 +251,22 @@ def test_export_to_an_unwritable_place_exits_2(store: Store, db_url: str, tmp_pa
         obj={"clock": Clock()},
         args=["audit", "export", "--db", db_url, "--out", str(tmp_path / "file")],
     )
-    assert res.exit_code == 2 and "cannot write" in res.stderr
+    assert res.exit_code == 2 and f"error: --out: {tmp_path / 'file'}: is a file" in res.stderr
+
+
+def test_export_never_replaces_a_folder_holding_other_files(
+    store: Store, db_url: str, tmp_path: Path
+) -> None:
+    """Issue 19: OUT is replaced whole, so it must be new, empty or an earlier export."""
+    _fill(store)
+    out = tmp_path / "x"
+    args = ["audit", "export", "--db", db_url, "--out", str(out)]
+    assert CliRunner().invoke(main, obj={"clock": Clock()}, args=args).exit_code == 0
+    assert CliRunner().invoke(main, obj={"clock": Clock()}, args=args).exit_code == 0  # an earlier export
+    (out / "notes.txt").write_text("mine")
+    res = CliRunner().invoke(main, obj={"clock": Clock()}, args=args)
+    assert res.exit_code == 2 and "notes.txt: no run wrote it" in res.stderr
+    assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_export_refuses_a_broken_chain_unless_told(store: Store, db_url: str, tmp_path: Path) -> None:

@@ -15,17 +15,42 @@ from __future__ import annotations
 import copy
 import heapq
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from ..core.contract import checkpointed, remaining
 from ..core.scheduler import decide
 from .state import EngineState
 
 
+@dataclass
+class Budget:
+    """Work a forecast may still do, in units: `copy_units` for the copy of the engine, one per
+    instant of the run-forward and one more per scheduling pass (a replay earns them the same way: see
+    fairshare.replay.sim, FORECAST_PASS_MULTIPLE). Shared by successive forecasts."""
+
+    left: int
+
+
+def copy_units(engine: EngineState) -> int:
+    """What copying the engine costs in budget units: deepcopy takes about an instant's time per
+    eight jobs and nodes it holds."""
+    return 1 + (len(engine.states) + len(engine.nodes)) // 8
+
+
 def forecast_starts(
-    engine: EngineState, jobs: Collection[str], horizon: float | None = None, max_passes: int = 100_000
+    engine: EngineState,
+    jobs: Collection[str],
+    horizon: float | None = None,
+    max_passes: int = 100_000,
+    budget: Budget | None = None,
 ) -> dict[str, float]:
     """Forecast start of each of `jobs` (pending in `engine`) that starts by `horizon` (default:
-    no limit) within `max_passes` scheduling passes. The engine itself is not changed."""
+    no limit) within `max_passes` scheduling passes and the `budget` (spent as it goes; a forecast
+    out of budget has no start for the jobs it had not reached). The engine itself is not changed."""
+    if budget is not None:
+        if budget.left <= 0:
+            return {}
+        budget.left -= copy_units(engine)
     listener, journal = engine.listener, engine.journal
     engine.listener = engine.journal = None
     try:
@@ -41,6 +66,10 @@ def forecast_starts(
         heapq.heappush(ends, (max(end, now), jid, e.states[jid].starts))
     passes = 0
     while targets and passes < max_passes:
+        if budget is not None:
+            if budget.left <= 0:
+                break
+            budget.left -= 1
         t = ends[0][0] if ends else None
         timer = e.next_time()
         if t is None or (timer is not None and timer < t):
@@ -56,6 +85,8 @@ def forecast_starts(
         if not e.pass_due():
             continue
         passes += 1
+        if budget is not None:
+            budget.left -= 1
         actions = e.apply(decide(e.snapshot(), e.strategy))
         for p in actions.preempts:
             view = e.running[p.job]

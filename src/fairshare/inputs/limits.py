@@ -114,6 +114,31 @@ MAX_REPEAT = 1_000
 MAX_SPEED = 1e6
 #: --seed of the built-in scenarios (numpy takes any non-negative integer; this is its 32-bit range).
 MAX_SEED = 2**32 - 1
+#: --overstate LOW:HIGH: declared run times are the true ones times a factor in this range. Users
+#: overstate their time limits 2-10x, some 100x; below 1 they understate them (the run is killed at
+#: its limit on a real cluster). Outside it, estimates are of no cluster (1e308 overflows to inf).
+MIN_OVERSTATE = 1e-3
+MAX_OVERSTATE = 1e6
+#: --forecast N: forecast the start of about N jobs (each copies the engine and runs it forward,
+#: within the budget below).
+MAX_FORECAST = 100_000
+#: The forecasts of a replay do at most this many units of work per unit of the replay so far (an
+#: instant or a scheduling pass; a forecast's run-forward counts its instants and passes alike,
+#: and its copy of the engine one unit per eight jobs and nodes), and each at least
+#: FORECAST_MIN_UNITS beyond its copy: the forecast never takes longer than about this multiple
+#: of the replay. A forecast out of budget says "no start in the run-forward" (start_at null).
+FORECAST_PASS_MULTIPLE = 4
+FORECAST_MIN_UNITS = 200
+
+# --- output folders --------------------------------------------------------------------------
+#: A complete.json (a marker listing a folder's files): a replay's lists 6 files, a compare
+#: output's one file per replay folder; anything larger is not one of ours.
+MAX_MARKER_BYTES = 1 << 20
+#: One file of an output folder: 2,000,000 jobs write about 2 GB of events.jsonl.
+MAX_OUTPUT_FILE_BYTES = 16 << 30
+#: Entries (files and folders) in an output folder: a compare of every scenario under every
+#: policy holds a few hundred.
+MAX_OUTPUT_ENTRIES = 100_000
 
 
 def fmt_limit(x: float) -> str:

@@ -25,6 +25,7 @@ from ..inputs.formats import (
     get_workload_format,
     trace_file,
 )
+from ..inputs.limits import MAX_DURATION
 from ..inputs.policy import Policy, review_warnings
 from ..inputs.scenarios import ScenarioData
 from ..inputs.workload import Job, jobs_from_dicts, load_workload
@@ -215,9 +216,8 @@ def overstate_estimates(inputs: Inputs, low: float, high: float, seed: int = 1) 
         digest = hashlib.sha256(f"{seed}/{job.id}".encode()).digest()
         u = int.from_bytes(digest[:8], "big") / 2**64
         factor = low * (high / low) ** u
-        jobs.append(
-            dataclasses.replace(job, request=dataclasses.replace(job.request, estimate=job.work * factor))
-        )
+        estimate = min(job.work * factor, max(job.work, MAX_DURATION))  # a duration: 10 years at most
+        jobs.append(dataclasses.replace(job, request=dataclasses.replace(job.request, estimate=estimate)))
     note = f"estimates: every job's declared run time is its true run time x {low:g}-{high:g} (seed {seed})"
     return dataclasses.replace(inputs, jobs=jobs, notes=(*inputs.notes, note))
 

@@ -23,16 +23,18 @@ from typing import Any, NamedTuple, overload
 
 import orjson
 
+from .. import interrupts
 from .._units import format_epoch
 from ..core.scheduler import decide
 from ..core.snapshot import Preempt, Start
 from ..core.strategies import Strategy, get_strategy
 from ..core.tree import TreeIndex
 from ..engine.events import Event
-from ..engine.forecast import forecast_starts
+from ..engine.forecast import Budget, copy_units, forecast_starts
 from ..engine.setup import EngineSetup
 from ..engine.state import EngineState
 from ..inputs.cluster import Cluster
+from ..inputs.limits import FORECAST_MIN_UNITS, FORECAST_PASS_MULTIPLE
 from ..inputs.policy import Policy, resolve_exceptions
 from ..inputs.workload import Job
 from .metrics import MetricsFeed, MetricsRecorder
@@ -148,6 +150,8 @@ class Simulator:
         self.forecast_every = -(-len(self.jobs) // forecast) if forecast > 0 else 0
         self.arrived: list[str] = []  # sampled jobs that arrived at this instant
         self.forecasts: dict[str, float | None] = {}  # sampled job -> forecast start (None: none)
+        self.instants = self.passes = 0  # of the replay: they earn the forecasts' budget
+        self.forecast_spent = 0
         for job in self.jobs:
             self.push(job.submit, Rank.SUBMIT, Submit(job))
         for m in cluster.maintenance:
@@ -182,6 +186,9 @@ class Simulator:
             if until is not None and t > until:
                 return None
             # one instant (loop body kept inline: it runs once per instant of the replay)
+            self.instants += 1
+            if not self.instants & 255:
+                interrupts.check()  # an interrupt whose exception was lost, a dead worker
             engine.begin(t)
             if heap and heap[0][0] == t:
                 while heap and heap[0][0] == t:
@@ -228,6 +235,7 @@ class Simulator:
             engine.hung(ev.job)
 
     def _pass(self) -> None:
+        self.passes += 1
         actions = self.engine.apply(decide(self.engine.snapshot(), self.strategy))
         for p in actions.preempts:
             self._preempt(p)
@@ -242,7 +250,14 @@ class Simulator:
         self.arrived = []
         if not waiting:
             return
-        starts = forecast_starts(self.engine, waiting)
+        # the forecasts' budget: FORECAST_PASS_MULTIPLE times the instants and passes of the replay
+        # so far, less what earlier forecasts spent, and at least FORECAST_MIN_UNITS beyond the
+        # copy for this one (deterministic: counted, not timed)
+        earned = FORECAST_PASS_MULTIPLE * (self.instants + self.passes) - self.forecast_spent
+        budget = Budget(max(earned, FORECAST_MIN_UNITS + copy_units(self.engine)))
+        before = budget.left
+        starts = forecast_starts(self.engine, waiting, budget=budget)
+        self.forecast_spent += before - budget.left
         t = self.engine.t
         for jid in waiting:
             at = starts.get(jid)

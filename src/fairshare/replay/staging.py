@@ -17,11 +17,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import hashlib
 import json
 import os
 import secrets
 import shutil
 import signal
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,9 +33,18 @@ from typing import Any
 
 from .. import interrupts
 from ..errors import InputError
-from .outputs import MARKER, REPLAY_FILES, read_marker
+from ..inputs.limits import MAX_OUTPUT_ENTRIES
+from .outputs import (
+    EXPORT_KIND,
+    MARKER,
+    REPLAY_KIND,
+    REPORT,
+    listed_files,
+    load_marker,
+    verified_folder,
+    verified_output,
+)
 
-REPORT = "report.html"
 _TMP = ".tmp-"
 _OLD = ".old-"
 
@@ -46,10 +57,13 @@ class StagedOutput:
     the block swaps it in (an InputError if OUT cannot be replaced) or removes it.
     """
 
-    def __init__(self, out: Path, command: str, option: str = "--out") -> None:
-        self.shown = out
+    def __init__(self, out: Path, command: str, option: str = "--out", root_marker: bool = True) -> None:
+        """`root_marker` False: the command writes its own complete.json at the top (a folder
+        like a replay folder, e.g. `audit export`), so none listing replay folders is added."""
+        self.shown = _shown(out)
         self.option = option
         self.command = command
+        self.root_marker = root_marker
         self.out = _usable(out, option)
         self.stage: Path | None = None
 
@@ -77,13 +91,33 @@ class StagedOutput:
         stage, self.stage = self.stage, None
         if stage is None:
             return
-        with _signals_deferred():  # a Ctrl-C or SIGTERM now waits until OUT is in order
-            if kind is not None:
+        if kind is not None:
+            with _signals_deferred():
                 shutil.rmtree(stage, ignore_errors=True)
-                return
-            try:
-                interrupts.check()  # an interrupt whose exception was lost: do not swap
+            return
+        try:
+            interrupts.check()  # an interrupt whose exception was lost: do not swap
+            if self.root_marker:
                 _write_root_marker(stage, self.command)
+            # what OUT holds now is checked again (a file may have been put there during the run)
+            listing = self._still_replaceable()
+        except BaseException as err:
+            with _signals_deferred():
+                shutil.rmtree(stage, ignore_errors=True)
+            if isinstance(err, OSError):
+                raise InputError(
+                    self.option, str(self.shown), f"cannot write there: {err.strerror or err}"
+                ) from None
+            raise
+        with _signals_deferred():  # a Ctrl-C or SIGTERM now waits until OUT is in order
+            try:
+                interrupts.check()
+                if _listing(self.out) != listing:
+                    raise InputError(
+                        self.option,
+                        str(self.shown),
+                        "changed while the run was writing its output: left as it is (run again)",
+                    )
                 _swap(stage, self.out)
             except OSError as err:  # e.g. OUT is a mount point: it cannot be renamed
                 shutil.rmtree(stage, ignore_errors=True)
@@ -93,6 +127,34 @@ class StagedOutput:
             except BaseException:
                 shutil.rmtree(stage, ignore_errors=True)
                 raise
+
+    def _still_replaceable(self) -> list[tuple[str, bool, int, int]] | None:
+        """What OUT holds now (None: nothing), after checking again that it may be replaced."""
+        if not os.path.lexists(self.out):
+            return None
+        if self.out.is_symlink() or not self.out.is_dir():
+            raise InputError(self.option, str(self.shown), "is no longer a folder: left as it is")
+        _check_replaceable(self.out, self.option, str(self.shown))
+        return _listing(self.out)
+
+
+def _listing(out: Path) -> list[tuple[str, bool, int, int]] | None:
+    """Every entry under `out` with its type, size and modification time (None: no `out`)."""
+    if not os.path.lexists(out):
+        return None
+    found: list[tuple[str, bool, int, int]] = []
+    stack = [""]
+    while stack and len(found) <= MAX_OUTPUT_ENTRIES:
+        rel = stack.pop()
+        with os.scandir(out / rel if rel else out) as it:
+            for entry in it:
+                path = f"{rel}/{entry.name}" if rel else entry.name
+                st = entry.stat(follow_symlinks=False)
+                is_dir = entry.is_dir(follow_symlinks=False)
+                found.append((path, is_dir, st.st_size, st.st_mtime_ns))
+                if is_dir:
+                    stack.append(path)
+    return sorted(found)
 
 
 @contextmanager
@@ -111,7 +173,7 @@ def _signals_deferred() -> Iterator[None]:
 
 def _usable(out: Path, option: str) -> Path:
     """`out` resolved, or an InputError saying why it cannot be an output folder."""
-    shown = str(out)
+    shown = _shown(out)
     if shown in ("", "."):
         raise InputError(
             option, repr(shown), "is the current folder: give a folder of its own, e.g. --out out"
@@ -130,51 +192,119 @@ def _usable(out: Path, option: str) -> Path:
         )
     if full.parent == full:
         raise InputError(option, shown, "is the root of the file system: give a folder of its own")
-    for up in (full, *full.parents):
-        if up.exists() and not up.is_dir():
-            what = "is a file" if up == full else f"is under {up}, which is a file"
-            raise InputError(option, shown, f"{what}: give a folder")
-    if full.is_dir():
-        _check_replaceable(full, option, shown)
+    try:
+        for up in (full, *full.parents):
+            if os.path.lexists(up) and not up.is_dir():
+                kind = _kind(up)
+                what = f"is {kind}" if up == full else f"is under {up}, which is {kind}"
+                raise InputError(option, shown, f"{what}: give a folder")
+        if full.is_dir():
+            _check_replaceable(full, option, shown)
+    except OSError as exc:  # e.g. a name longer than the file system takes
+        raise InputError(option, shown, f"cannot be used: {exc.strerror or exc}") from None
     return full
 
 
+def _shown(out: Path) -> str:
+    """The path as an error line shows it: quoted when it holds a line break or control character."""
+    text = str(out)
+    return text if text.isprintable() else repr(text)
+
+
+def _kind(path: Path) -> str:
+    """What a path that is not a folder is, as an error says it."""
+    mode = path.lstat().st_mode
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link to no folder"
+    return "a FIFO, device or socket"
+
+
 def _check_replaceable(out: Path, option: str, shown: str) -> None:
-    """An existing OUT must be empty or the output of an earlier run: nothing else is deleted."""
-    marker = read_marker(out)
-    if marker is not None and marker.get("fairshare_output") == "output":
+    """An existing OUT must be truly empty (a hidden entry such as `.git` or `.env` counts) or
+    hold exactly the files a complete earlier run listed, each with its SHA-256: nothing else is
+    ever deleted or overwritten."""
+    try:
+        with os.scandir(out) as entries:
+            first = next(iter(sorted(e.name for e in entries)), None)
+    except OSError as exc:
+        raise InputError(option, shown, f"cannot be read: {exc.strerror or exc}") from None
+    if first is None:
         return
     try:
-        for entry in sorted(out.iterdir()):
-            stray = _stray(entry, depth=0)
-            if stray is not None:
-                raise InputError(
-                    option,
-                    shown,
-                    f"already holds {stray}, which is not a fairshare output: a run replaces its output "
-                    "folder as a whole, so --out must be a new or empty folder or the output of an earlier "
-                    "run",
-                )
+        marker = load_marker(out)
+    except InputError as exc:
+        raise _refusal(
+            option, shown, f"{out / MARKER}, which is not the marker of a run ({exc.message})"
+        ) from None
+    if marker is None:
+        raise _refusal(option, shown, f"{out / first}, which is not a fairshare output")
+    try:
+        expected = _written_by_run(out, marker)
+        _same_entries(out, expected)
+    except InputError as exc:
+        raise _refusal(
+            option, shown, f"{exc.where}{': ' + exc.at if exc.at else ''}: {exc.message}"
+        ) from None
     except OSError as exc:
         raise InputError(option, shown, f"cannot be read: {exc.strerror or exc}") from None
 
 
-def _stray(entry: Path, depth: int) -> Path | None:
-    """The first entry below `entry` that an output folder would not hold (None: all fine).
-    An output holds report.html and complete.json at the top, replay folders (holding only
-    replay files) one or two levels down, and hidden leftovers of interrupted runs."""
-    if entry.name.startswith("."):
-        return None
-    if entry.is_file():
-        ok = entry.name in (REPORT, MARKER) if depth == 0 else entry.name in (*REPLAY_FILES, MARKER)
-        return None if ok else entry
-    if not entry.is_dir() or depth >= 2:
-        return entry
-    for sub in sorted(entry.iterdir()):
-        stray = _stray(sub, depth + 1)
-        if stray is not None:
-            return stray
-    return None
+def _refusal(option: str, shown: str, what: str) -> InputError:
+    return InputError(
+        option,
+        shown,
+        f"holds {what}: a run replaces its output folder as a whole, so --out must be a new or truly "
+        "empty folder or exactly the output of an earlier run (nothing else is deleted)",
+    )
+
+
+def _written_by_run(out: Path, marker: dict[str, Any]) -> dict[str, str]:
+    """Every path under `out` the run that wrote `marker` wrote ("dir" or "file"), after checking
+    each file's size and SHA-256 against the markers (an InputError on the first that differs)."""
+    kind = marker.get("fairshare_output")
+    expected: dict[str, str] = {MARKER: "file"}
+    if kind in (REPLAY_KIND, EXPORT_KIND):
+        verified_folder(out)
+        expected.update((name, "file") for name in listed_files(marker, str(out / MARKER)))
+        return expected
+    if kind != "output":
+        raise InputError(str(out / MARKER), "fairshare_output", f"unknown kind of output {kind!r}")
+    folders = verified_output(out, marker)
+    expected.update((name, "file") for name in listed_files(marker, str(out / MARKER)))
+    for folder in folders:
+        rel = folder.relative_to(out).as_posix()
+        head = rel.split("/")[0]
+        expected[head] = "dir"
+        expected[rel] = "dir"
+        sub = verified_folder(folder)
+        expected.update((f"{rel}/{name}", "file") for name in listed_files(sub, str(folder / MARKER)))
+        expected[f"{rel}/{MARKER}"] = "file"
+    return expected
+
+
+def _same_entries(out: Path, expected: dict[str, str]) -> None:
+    """`out` holds exactly `expected` (relative path -> "dir" or "file"): no other entry, hidden
+    or not, no symbolic link, FIFO or device (an InputError naming the first one found)."""
+    seen = 0
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(out / rel if rel else out) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            seen += 1
+            if seen > MAX_OUTPUT_ENTRIES:
+                raise InputError(str(out), "", f"more than {MAX_OUTPUT_ENTRIES:,} entries")
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            want = expected.get(path)
+            if entry.is_symlink() or want is None:
+                raise InputError(str(out / path), "", "no run wrote it")
+            if want == "dir" and entry.is_dir(follow_symlinks=False):
+                stack.append(path)
+            elif want != "file" or not entry.is_file(follow_symlinks=False):
+                raise InputError(str(out / path), "", "no run wrote it")
 
 
 def _write_root_marker(stage: Path, command: str) -> None:
@@ -183,11 +313,17 @@ def _write_root_marker(stage: Path, command: str) -> None:
         for p in [*stage.glob(f"*/{MARKER}"), *stage.glob(f"*/*/{MARKER}")]
         if not any(part.startswith(".") for part in p.relative_to(stage).parts)
     )
+    listed = [f"{f}/{MARKER}" for f in folders] + ([REPORT] if (stage / REPORT).is_file() else [])
+    files = {}
+    for name in sorted(listed):
+        data = (stage / name).read_bytes()
+        files[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     body: dict[str, Any] = {
         "fairshare_output": "output",
         "command": command,
         "folders": folders,
         "report": REPORT if (stage / REPORT).is_file() else None,
+        "files": files,
     }
     (stage / MARKER).write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
 

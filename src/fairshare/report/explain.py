@@ -7,7 +7,16 @@ from typing import Any
 
 from .._units import fmt_duration
 from ..errors import InputError
-from ..replay.outputs import EXPORT_KIND, MARKER, REPLAY_KIND, read_jsonl, read_marker, verified_folder
+from ..replay.outputs import (
+    EXPORT_KIND,
+    MARKER,
+    REPLAY_KIND,
+    load_marker,
+    read_jsonl,
+    read_listed,
+    verified_folder,
+    verified_output,
+)
 
 HOLD_TEXT = {
     "no_capacity": "not enough free GPUs of an allowed type",
@@ -19,20 +28,17 @@ HOLD_TEXT = {
 
 def replay_folders(out: Path) -> list[Path]:
     """The complete replay folders at `out`: `out` itself, or those a compare or replay output
-    lists in its complete.json. A folder that did not come from a finished run is refused."""
-    marker = read_marker(out)
+    lists in its complete.json. A folder that did not come from a finished run, or whose files are
+    not the ones its run wrote (sizes and SHA-256 sums), is refused."""
+    marker = load_marker(out)
     kind = marker.get("fairshare_output") if marker is not None else None
-    if (out / "events.jsonl").exists() or kind in (REPLAY_KIND, EXPORT_KIND):
-        verified_folder(out)
+    if kind in (REPLAY_KIND, EXPORT_KIND) or (marker is None and (out / "events.jsonl").exists()):
+        verified_folder(out, reading=("events.jsonl", "decisions.jsonl"))  # explain() reads them
         return [out]
     if marker is not None and kind == "output":
-        listed = marker.get("folders")
-        if not isinstance(listed, list) or not listed:
-            raise InputError(str(out / MARKER), "", "lists no replay folders: run the command again")
-        folders = [out / str(f) for f in listed]
-        for f in folders:
-            verified_folder(f)
-        return folders
+        return verified_output(out, marker)
+    if marker is not None:
+        raise InputError(str(out / MARKER), "fairshare_output", f"unknown kind of output {kind!r}")
     if out.is_dir() and (any(out.glob("*/events.jsonl")) or any(out.glob("*/*/events.jsonl"))):
         raise InputError(
             str(out),
@@ -96,20 +102,27 @@ def _num(v: Any) -> str:
 
 
 def explain(folder: Path, job: str) -> str:
+    """A job's decisions and waits in one complete replay folder: every file read is the one its
+    complete.json lists (size and SHA-256 checked as it is read)."""
     events_path = folder / "events.jsonl"
-    events = [e for e in read_jsonl(events_path) if e.get("job") == job]
+    marker = verified_folder(folder, reading=("events.jsonl", "decisions.jsonl"))
+    data = read_listed(folder, marker, "events.jsonl")
+    if data is None:
+        raise InputError(str(folder / MARKER), "files", "lists no events.jsonl")
+    events = [e for e in read_jsonl(events_path, data) if e.get("job") == job]
     if not events:
         raise JobNotFound(str(events_path), "", f"no job {job!r} in this replay")
     decisions_path = folder / "decisions.jsonl"
-    recorded = decisions_path.exists()
+    listed = read_listed(folder, marker, "decisions.jsonl")
+    recorded = listed is not None
     decisions = (
-        [d for d in read_jsonl(decisions_path) if d.get("job") == job or d.get("by") == job]
-        if recorded
+        [d for d in read_jsonl(decisions_path, listed) if d.get("job") == job or d.get("by") == job]
+        if listed is not None
         else []
     )
     try:
         return _text(folder, job, events, decisions, recorded)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError, IndexError) as exc:
         raise InputError(
             str(events_path),
             "",

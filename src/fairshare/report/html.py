@@ -8,6 +8,8 @@ ChartPool, in worker processes started while the replays run.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import html
 import importlib
 import multiprocessing
@@ -15,10 +17,19 @@ import os
 import pathlib
 import re
 import signal
-from collections.abc import Callable, Sequence
-from multiprocessing.pool import Pool
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from types import TracebackType
+from typing import Any
 
+from .. import interrupts
+from ..interrupts import WorkerDied
 from ..replay.results import Comparison, ReplayResult
 from .fidelity_html import fidelity_section
 from .table import NA, WAIT_FLOOR_S, Row, metric_rows
@@ -73,13 +84,48 @@ def _draw(name: str, results: Sequence[ReplayResult], prefix: str) -> str:
     return chart_svg(name, results, prefix)
 
 
-def _warm_up() -> None:
-    """A worker's start: import the charts (matplotlib) before the first chart is asked for.
+def _warm_up(parent: int) -> None:
+    """A worker's start: tie its life to its parent's, then import the charts (matplotlib) before
+    the first chart is asked for.
 
-    Ctrl-C on a terminal reaches every process of the group: the parent handles it (and stops the
-    workers), so a worker ignores it instead of printing a traceback of its own."""
+    The worker was started with SIGINT and SIGTERM blocked (ChartPool), so no signal reached it
+    while Python started. Ctrl-C on a terminal reaches every process of the group: the parent
+    handles it (and stops the workers), so a worker ignores it; SIGTERM (the parent stopping it)
+    ends it at once and silently. On Linux the kernel kills it when its parent dies, even by
+    SIGKILL (prctl PR_SET_PDEATHSIG); elsewhere a thread watches the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with(parent)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     importlib.import_module("fairshare.report.charts")
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> None:
+    """End this process when `parent` ends (whatever ends it)."""
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent:  # the parent died before the death signal was armed
+        os._exit(1)
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(1)
+
+
+def _noop() -> None:
+    """Submitted once per worker when the pool starts, so that every worker starts at once."""
 
 
 class ChartPool:
@@ -88,25 +134,62 @@ class ChartPool:
     Importing matplotlib and drawing the charts take about a second; started early, the workers
     import it while the replays run on another core and then draw the charts in parallel. A
     context manager: leaving it stops the workers. With `workers` 0 (the default on one CPU) the
-    charts are drawn in this process instead. Workers are spawned, so a script that uses a pool must
-    guard its entry point with `if __name__ == "__main__":` (multiprocessing's rule).
+    charts are drawn in this process instead. A worker that dies is noticed within a second (at the
+    replay's next interrupt check, or while a chart is awaited): WorkerDied. Workers are spawned,
+    so a script that uses a pool must guard its entry point with `if __name__ == "__main__":`
+    (multiprocessing's rule).
     """
 
     def __init__(self, workers: int | None = None) -> None:
         # one CPU stays with the replay: more workers than spare CPUs slow it down while they start
         n = min(2, (os.cpu_count() or 1) - 1) if workers is None else workers
         self.workers = max(0, n)
-        self._pool: Pool | None = None
+        self._pool: ProcessPoolExecutor | None = None
+        self._closing = False
         if n > 0:
-            self._pool = multiprocessing.get_context("spawn").Pool(n, initializer=_warm_up)
+            # the workers inherit the blocked signals: none reaches them before _warm_up
+            with _blocked(signal.SIGINT, signal.SIGTERM):
+                self._pool = ProcessPoolExecutor(
+                    n,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_warm_up,
+                    initargs=(os.getpid(),),
+                )
+                for _ in range(n):
+                    self._pool.submit(_noop)
+            interrupts.watch(self._health)
+
+    def _health(self) -> None:
+        """Raise WorkerDied if a worker has ended while the pool is open (interrupts.check)."""
+        if self._pool is None or self._closing:
+            return
+        processes: dict[int, Any] = getattr(self._pool, "_processes", None) or {}
+        if getattr(self._pool, "_broken", False) or any(
+            p.exitcode is not None for p in list(processes.values())
+        ):
+            raise WorkerDied("a chart worker process died (killed, e.g. by the OOM killer)")
 
     def draw(self, name: str, results: Sequence[ReplayResult], prefix: str) -> Callable[[], str]:
         """Start drawing one chart; the returned function waits for its SVG."""
         if self._pool is None:
             svg = _draw(name, results, prefix)
             return lambda: svg
-        pending = self._pool.apply_async(_draw, (name, results, prefix))
-        return pending.get
+        try:
+            pending = self._pool.submit(_draw, name, results, prefix)
+        except BrokenProcessPool:
+            raise WorkerDied("a chart worker process died (killed, e.g. by the OOM killer)") from None
+
+        def wait() -> str:
+            while True:
+                interrupts.check()  # an interrupt, or a worker found dead
+                try:
+                    return pending.result(timeout=0.2)
+                except FuturesTimeout:
+                    continue
+                except BrokenProcessPool:
+                    raise WorkerDied("a chart worker process died (killed, e.g. by the OOM killer)") from None
+
+        return wait
 
     def __enter__(self) -> ChartPool:
         return self
@@ -114,9 +197,27 @@ class ChartPool:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._pool is not None:
-            self._pool.terminate()  # every chart asked for has been received by now
-            self._pool.join()
+        self._closing = True
+        interrupts.unwatch(self._health)
+        if self._pool is None:
+            return
+        processes: dict[int, Any] = getattr(self._pool, "_processes", None) or {}
+        for p in list(processes.values()):  # every chart asked for has been received by now
+            if p.exitcode is None:
+                p.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def _blocked(*signals: int) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, set(signals))
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def write_report(

@@ -234,10 +234,16 @@ def audit_export(db: str, out: Path, no_verify: bool) -> None:
                     err=True,
                 )
                 sys.exit(1)
-        try:
-            done = export(tx, out, verdict)
+        from ..errors import InputError
+        from ..replay.staging import StagedOutput
+
+        try:  # OUT replaced whole, and only if new, empty or an earlier export (never a user's files)
+            with StagedOutput(out, "audit export", root_marker=False) as stage:
+                done = export(tx, stage, verdict)
+        except InputError as exc:
+            _fail(str(exc))
         except OSError as exc:
-            _fail(f"--out {out}: cannot write: {exc.strerror or exc}")
+            _fail(f"--out: {out}: cannot write: {exc.strerror or exc}")
     state = "verified" if verdict is not None else "not verified"
     click.echo(f"wrote {out}: {done.decisions} decisions ({state}), {done.events} events")
 

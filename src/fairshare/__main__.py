@@ -1,0 +1,56 @@
+"""The `fairshare` command (and `python -m fairshare`): interrupts are handled from the first
+instant, before the slow imports (click, numpy), so a Ctrl-C or SIGTERM at any moment ends the
+command with its exit code and one line, never a traceback (README "Limits and bad input")."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from . import interrupts
+
+_CODES: dict[int, int] = {signal.SIGINT: 130, signal.SIGTERM: 143}
+_SAID: dict[int, str] = {signal.SIGINT: "\ninterrupted", signal.SIGTERM: "terminated"}
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def main() -> None:
+    run(None)
+
+
+def run(command: Callable[[], Any] | None) -> None:
+    """Run the click command (None: import fairshare.cli's, after the handlers are in place) and
+    exit with its code; an interrupt anywhere, imports included, exits 130 or 143 with one line."""
+    interrupts.install()
+    code: str | int | None = 0
+    try:
+        interrupts.check()  # one that came while the package was imported
+        if command is None:
+            from .cli import main as cli
+
+            cli()
+        else:
+            command()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int | str) or exc.code is None else 1
+    except (KeyboardInterrupt, interrupts.Terminated, Exception) as exc:
+        sig = interrupts.received()
+        if sig is None:  # not an interrupt: a bug, shown as Python shows it
+            raise
+        del exc
+        sys.stderr.write(f"{_SAID[sig]}: nothing unfinished was left behind\n")
+        code = _CODES[sig]
+    interrupts.exit_on_signal(_flush)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
