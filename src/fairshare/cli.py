@@ -21,6 +21,7 @@ from .inputs.policy import Policy, review_warnings
 from .replay.results import Comparison
 from .service.cli import register as register_service_commands
 from .slurm.cli import slurm as _slurm_commands
+from .sweep.command import register as register_sweep
 
 if TYPE_CHECKING:
     from .replay.runner import Inputs
@@ -557,6 +558,7 @@ def explain(out: Path, job: str) -> None:
 
 
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)
+register_sweep(main, _source_options, _window_options)  # fairshare sweep (docs/decisions.md)
 
 if __name__ == "__main__":
     main()
