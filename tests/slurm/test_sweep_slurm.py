@@ -4,6 +4,7 @@ outputs equal to the local run's, and a job killed by Slurm retried and reported
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -50,9 +51,10 @@ def test_a_sweep_on_slurm_writes_what_the_local_sweep_writes(dev_cluster: DevClu
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "variant v04 done" in r.stderr
-    # each variant ran as a Slurm job: submitit's folder holds one per job, with Slurm's job id
-    jobs = [p for p in (remote / "slurm").iterdir() if p.is_dir()]
-    assert len(jobs) == 4 and all(p.name.isdigit() for p in jobs)
+    # each variant ran as a task of a Slurm job array: submitit's folder holds one per task, named
+    # by Slurm's ARRAYID_TASK
+    tasks = sorted(p.name for p in (remote / "slurm").iterdir() if re.fullmatch(r"[0-9]+_[0-9]+", p.name))
+    assert len(tasks) == 4, tasks
     spec = orjson.loads((remote / "sweep.json").read_bytes())
     for v in spec["variants"]:
         for policy in ("fairshare", "fifo"):

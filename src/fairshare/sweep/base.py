@@ -21,6 +21,7 @@ from ..inputs._validation import load_yaml, validate
 from ..inputs.cluster import ClusterSpec, build_cluster
 from ..inputs.formats import TraceOptions, get_cluster_format, get_workload_format, trace_file
 from ..inputs.formats.registry import LoadedWorkload
+from ..inputs.formats.traces import ENV, traces_root
 from ..inputs.policy import Policy
 from ..inputs.workload import load_workload
 from ..replay.runner import dump_policy
@@ -75,6 +76,14 @@ class Base:
     policy_where: str
     cluster_where: str
     loaded: LoadedWorkload | None  # a trace or foreign format, read once; None: a native workload
+
+    def env(self) -> tuple[tuple[str, str], ...]:
+        """What a variant's process needs in its environment: where the traces are, as an absolute
+        path (the sweep found them relative to its own folder; a Slurm job may start elsewhere)."""
+        if self.source.trace is None:
+            return ()
+        root, _ = traces_root()
+        return ((ENV, str(root.resolve())),)
 
     def check(self, policy: dict[str, Any], cluster: dict[str, Any], where: str) -> int:
         """Validate a variant's files and its jobs against them (as compare would, errors naming

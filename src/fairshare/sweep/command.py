@@ -234,8 +234,9 @@ def register(
         except InputError as exc:
             _fail(exc)
 
+        env = base.env()
         todo = [
-            Task(v.id, argvs[v.id], out / "logs" / f"{v.id}.log")
+            Task(v.id, argvs[v.id], out / "logs" / f"{v.id}.log", env)
             for v in variants
             if not _complete(out / v.id, names)
         ]

@@ -32,11 +32,13 @@ EXIT_BAD_INPUT = 2
 
 @dataclass(frozen=True)
 class Task:
-    """One variant's compare: `argv` after `fairshare`, its log file."""
+    """One variant's compare: `argv` after `fairshare`, its log file, and the environment it needs
+    beyond the sweep's own (e.g. FAIRSHARE_TRACES made absolute, for a job on another host)."""
 
     id: str
     argv: tuple[str, ...]
     log: Path
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -66,10 +68,13 @@ def _open_log(log: Path, argv: Sequence[str]) -> BinaryIO:
     return out
 
 
-def run_task(argv: Sequence[str], log: str) -> int:
+def run_task(argv: Sequence[str], log: str, env: dict[str, str]) -> int:
     """Run one compare, its output to `log`; the exit code. (What a Slurm job runs.)"""
     with _open_log(Path(log), argv) as out:
-        return subprocess.run(command(argv), stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+        full = {**os.environ, **env}
+        return subprocess.run(
+            command(argv), stdout=out, stderr=subprocess.STDOUT, env=full, check=False
+        ).returncode
 
 
 class LocalExecutor:
@@ -91,7 +96,10 @@ class LocalExecutor:
             with self._lock:
                 if self._stopping:
                     return -int(signal.SIGTERM)
-                proc = subprocess.Popen(self.launcher(task.argv), stdout=out, stderr=subprocess.STDOUT)
+                env = {**os.environ, **dict(task.env)}
+                proc = subprocess.Popen(
+                    self.launcher(task.argv), stdout=out, stderr=subprocess.STDOUT, env=env
+                )
                 self._procs[task.id] = proc
             try:
                 return proc.wait()
@@ -186,7 +194,9 @@ class SlurmExecutor:
             while todo or jobs:
                 if todo:
                     with ex.batch():
-                        submitted = [(t, ex.submit(run_task, list(t.argv), str(t.log))) for t in todo]
+                        submitted = [
+                            (t, ex.submit(run_task, list(t.argv), str(t.log), dict(t.env))) for t in todo
+                        ]
                     jobs += submitted
                     todo = []
                 time.sleep(self.poll)
