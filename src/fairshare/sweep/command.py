@@ -58,23 +58,25 @@ def _complete(folder: Path, names: list[str]) -> bool:
     return isinstance(marker, dict) and marker.get("folders") == names
 
 
-def _plan(out: Path, spec: dict[str, Any], resume: bool) -> None:
+def _plan(out: Path, shown: Path, spec: dict[str, Any], resume: bool) -> None:
     """Create OUT with its sweep.json, or check that a resumed OUT is the same sweep."""
     from .report import write
 
     marker = out / "sweep.json"
     if out.exists() and not out.is_dir():
-        raise InputError("--out", str(out), "is not a folder")
+        raise InputError("--out", str(shown), "is not a folder")
     if out.is_dir() and any(out.iterdir()):
         if not resume:
             raise InputError(
-                "--out", str(out), "is not empty: give a new folder, or --resume to continue the sweep there"
+                "--out",
+                str(shown),
+                "is not empty: give a new folder, or --resume to continue the sweep there",
             )
         try:
             earlier = orjson.loads(marker.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             raise InputError(
-                "--out", str(out), "holds no sweep (no readable sweep.json): not resumed"
+                "--out", str(shown), "holds no sweep (no readable sweep.json): not resumed"
             ) from None
         if earlier != orjson.loads(orjson.dumps(spec)):
             raise InputError(
@@ -203,7 +205,7 @@ def register(
                 policy, cluster = apply(v, base.policy, base.cluster)
                 base.check(policy, cluster, f"variant {v.id} ({v.name})")
                 files[v.id] = (policy, cluster)
-            out = out.resolve()
+            shown, out = out, out.resolve()
             extra = ["--seed", str(seed)] + (["--overstate", overstate] if overstate else [])
             argvs = {
                 v.id: (
@@ -228,7 +230,7 @@ def register(
                 "variants": [v.as_json() for v in variants],
                 "commands": commands,
             }
-            _plan(out, spec, resume)
+            _plan(out, shown, spec, resume)
             for v in variants:
                 write_files(out / "inputs" / v.id, *files[v.id])
         except InputError as exc:
@@ -261,7 +263,7 @@ def register(
             for p in names
         ]
         _report(out, variants, summaries, names, commands)
-        click.echo(f"wrote {out / 'report.html'}")
+        click.echo(f"wrote {shown / 'report.html'}")
         if failed:
             sys.exit(EXIT_FAILED)
 
