@@ -5,10 +5,11 @@ The rules, stated once (docs/decisions.md repeats them):
 - A variant *passes* when the policy the sweep decides for (`fairshare`, else the first policy
   given) passes every rollout gate of its metrics.json.
 - *Better* is lower wait p90 over all jobs; ties go to the lower share spread, then the lower lost
-  work. Among passing variants the best by that order is the recommendation.
-- A decision (unit, hierarchy, window, contract, exception, capacity) is answered by the best
-  passing variant among those that change a key of that decision; the table shows, for each value
-  tried, the best variant holding it, so a reader sees how much each choice moves the figures.
+  work. The recommendation is the best passing variant on the cluster as given (capacity variants
+  compete only when none on it passes): a policy for the GPUs one has.
+- A decision (unit, hierarchy, window, contract, exception, capacity) is answered with every other
+  decision held as in the recommendation: the table shows each value tried for it among the
+  variants that agree with the recommendation elsewhere, and the answer is the best passing one.
 - Pareto front: no other variant is at least as good on both axes and better on one (wait p90
   against share spread; wait p90 against lost work).
 - Scarcity or policy: "what N more nodes buy" is the change of wait p90 and lowest share from the
@@ -74,6 +75,11 @@ def pareto(points: Sequence[tuple[str, float, float]]) -> tuple[str, ...]:
     return tuple(front)
 
 
+def _outside(v: Variant, decision: str) -> dict[str, str]:
+    """A variant's effective changes of every other decision."""
+    return {c.key: c.raw for c in v.effective if c.decision != decision}
+
+
 def _delta(a: Summary, b: Summary, variant: Variant) -> Capacity:
     share = None
     if a.lowest_share is not None and b.lowest_share is not None:
@@ -87,29 +93,38 @@ def decide(variants: Sequence[Variant], summaries: Sequence[Summary], policies: 
     mine = {s.variant: s for s in summaries if s.policy == policy}
     ran = [v for v in variants if v.id in mine]
     passing = tuple(v.id for v in ran if mine[v.id].gates_pass)
-    ranked = sorted(passing, key=lambda vid: _key(mine[vid]))
+    # the recommendation is a policy for the cluster one has: capacity variants compete only when
+    # no variant on the given cluster passes
+    own = [v.id for v in ran if v.id in passing and "capacity" not in v.decisions]
+    ranked = sorted(own or passing, key=lambda vid: _key(mine[vid]))
     recommended = ranked[0] if ranked else None
 
     spread_pts = [(v.id, mine[v.id].share_spread, mine[v.id].wait_p90_s) for v in ran]
     front_spread = pareto([(i, x, y) for i, x, y in spread_pts if x is not None])
     front_lost = pareto([(v.id, mine[v.id].lost_work_pct, mine[v.id].wait_p90_s) for v in ran])
 
+    context = next((v for v in ran if v.id == recommended), None) or next(
+        (v for v in ran if v.id == "base"), None
+    )
     answers = []
     for decision in DECISION_ORDER:
-        holders = [v for v in ran if decision in v.decisions]
-        if not holders:
+        if not any(decision in v.decisions for v in ran):
             continue
+        # the decision's values with every other decision held as in the context variant
+        held = _outside(context, decision) if context is not None else {}
+        alike = [v for v in ran if _outside(v, decision) == held]
         by_value: dict[str, list[Variant]] = {}
-        for v in holders:
-            for c in v.effective:
-                if c.decision == decision:
-                    by_value.setdefault(f"{c.key}={c.raw}", []).append(v)
+        for v in alike:
+            label = (
+                ",".join(f"{c.key}={c.raw}" for c in v.effective if c.decision == decision) or "(as in base)"
+            )
+            by_value.setdefault(label, []).append(v)
         rows = []
         for label, vs in by_value.items():
             ok = [v for v in vs if v.id in passing] or vs
             best_v = min(ok, key=lambda v: _key(mine[v.id]))
             rows.append((label, best_v.id, mine[best_v.id]))
-        good = [v for v in holders if v.id in passing]
+        good = [v for v in alike if v.id in passing]
         best = min(good, key=lambda v: _key(mine[v.id])).id if good else None
         answers.append(Answer(decision, best, tuple(rows)))
 

@@ -92,7 +92,8 @@ def terminal(variants: Sequence[Variant], summaries: Sequence[Summary], decision
     if decisions.recommended is not None:
         lines.append(f"recommended: {decisions.recommended} ({names[decisions.recommended]})")
     for a in decisions.answers:
-        best = f"{a.best} ({names[a.best]})" if a.best else "no variant passes every gate"
+        label = next((lab for lab, vid, _ in a.by_value if vid == a.best), None)
+        best = f"{label} ({a.best})" if a.best else "no variant passes every gate"
         lines.append(f"{a.decision}: {best}")
     lines.append(decisions.verdict)
     return "\n".join(lines)
