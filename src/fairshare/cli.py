@@ -22,6 +22,7 @@ from .inputs.slurmacct.cli import import_group as _import_commands
 from .replay.results import Comparison
 from .service.service_cli import register as register_service_commands
 from .slurm.slurm_cli import slurm as _slurm_commands
+from .sweep.command import register as register_sweep
 
 if TYPE_CHECKING:
     from .replay.runner import Inputs
@@ -609,6 +610,7 @@ def explain(out: Path, job: str) -> None:
 
 
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)
+register_sweep(main, _source_options, _window_options)  # fairshare sweep (docs/decisions.md)
 
 if __name__ == "__main__":
     from .__main__ import run
