@@ -121,7 +121,7 @@ def explain(folder: Path, job: str) -> str:
         else []
     )
     try:
-        return _text(folder, job, events, decisions, recorded)
+        return _text(folder, job, events, decisions, recorded, as_run=marker.get("policy") == "as-run")
     except (KeyError, TypeError, AttributeError, ValueError, OverflowError, IndexError) as exc:
         raise InputError(
             str(events_path),
@@ -132,7 +132,12 @@ def explain(folder: Path, job: str) -> str:
 
 
 def _text(
-    folder: Path, job: str, events: list[dict[str, Any]], decisions: list[dict[str, Any]], recorded: bool
+    folder: Path,
+    job: str,
+    events: list[dict[str, Any]],
+    decisions: list[dict[str, Any]],
+    recorded: bool,
+    as_run: bool,
 ) -> str:
     sub = events[0]
     lines = [
@@ -160,8 +165,7 @@ def _text(
     for d in decisions:
         who = "" if d.get("job") == job else f" (on {d['job']}, made for this job)"
         lines.append(f"  t={d['t']:>12.1f}  {d['decision']}{who}: {_fmt_evidence(d)}")
-    marker = read_marker(folder)
-    if marker is not None and marker.get("policy") == "as-run":
+    if as_run:
         lines.append("why it waited: as-run is the recorded history; the site's scheduler decided and")
         lines.append("  recorded no reasons (compare its waits with a model's in the fidelity section)")
     else:
