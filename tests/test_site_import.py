@@ -118,10 +118,8 @@ def test_policy_cluster_and_incumbent(site: Path) -> None:
 
 
 def test_check_accepts_the_site_folder_and_flags_what_people_must_fill(site: Path) -> None:
-    res = CliRunner().invoke(
-        main,
-        ["check", str(site / "policy.yaml"), "--cluster", str(site / "cluster.yaml"), "--workload", str(site / "workload.csv")],
-    )  # fmt: skip
+    policy, cluster, workload = (str(site / n) for n in ("policy.yaml", "cluster.yaml", "workload.csv"))
+    res = CliRunner().invoke(main, ["check", policy, "--cluster", cluster, "--workload", workload])
     assert res.exit_code == 0, res.output
     assert "workload" in res.output and "40 jobs" in res.output
     assert "review date" in res.output and "owner TODO" in res.output
@@ -183,7 +181,8 @@ def test_a_bad_row_is_one_error_line_and_nothing_is_written(tmp_path: Path) -> N
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
-        f"error: {bad}: line 6, column 8 (Start): 'soon' is not a time (ISO such as 2026-10-01T08:00:00, or epoch seconds)"
+        f"error: {bad}: line 6, column 8 (Start): 'soon' is not a time "
+        "(ISO such as 2026-10-01T08:00:00, or epoch seconds)"
     ]
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["bad.txt"]
     res = CliRunner().invoke(main, [*args, "--skip-bad"])

@@ -104,7 +104,10 @@ def test_sacct_record_fields(job: str, started: bool, gpus: int, nodes: int, lim
 
 
 HEADER = "JobID|Account|User|Submit|Start|End|State|AllocTRES|NNodes|Timelimit|NodeList|ReqTRES"
-GOOD = "7|acct|u|2026-10-01T00:00:00|2026-10-01T00:01:00|2026-10-01T01:00:00|COMPLETED|cpu=2,gres/gpu=2,node=1|1|1-00:00|gpu[01-03,07],cpu1|gres/gpu:a100=2"
+GOOD = (
+    "7|acct|u|2026-10-01T00:00:00|2026-10-01T00:01:00|2026-10-01T01:00:00|COMPLETED|"
+    "cpu=2,gres/gpu=2,node=1|1|1-00:00|gpu[01-03,07],cpu1|gres/gpu:a100=2"
+)
 
 
 @pytest.mark.parametrize(
