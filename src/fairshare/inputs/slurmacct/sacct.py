@@ -212,7 +212,9 @@ def _record(
     end = time(c.end)
     if start is not None and end is not None and end < start:
         raise _Bad(c.end, f"the end {cells[c.end]} is before the start {cells[c.start]}")
-    eligible = time(c.eligible) if c.eligible is not None else None
+    eligible = None
+    if c.eligible is not None:
+        eligible = submit if cells[c.eligible] == cells[c.submit] else time(c.eligible)
     alloc = cells[c.alloc]
     try:
         gpus, _, cpus, mem_gb = _tres(alloc)
