@@ -366,8 +366,6 @@ def build_site(
             where["sacct"], "", f"no job could be imported (skipped: {_counts(skipped) or 'none read'})"
         )
     epoch = math.floor(min(w[0] for w in work_rows) / 60) * 60
-    if opts.span_start is not None:
-        epoch = min(epoch, math.floor(opts.span_start / 60) * 60)
     work_rows.sort(key=lambda w: (w[0], w[1]))
     hist_rows.sort(key=lambda h: (h[0], h[1]))
     files = {
@@ -386,7 +384,10 @@ def build_site(
     summary: dict[str, Any] = {
         "format": 1,
         "sources": {},
-        "span": {"start": iso(epoch), "end": iso(max(span_end, epoch))},
+        "span": {
+            "start": iso(epoch if opts.span_start is None else opts.span_start),
+            "end": iso(max(span_end, epoch)),
+        },
         "jobs": {"read": len(jobs), "imported": imported, "skipped": dict(sorted(skipped.items()))},
         "steps_skipped": 0,
         "nodes": {s: node_names[s] for s in sorted(node_names)},
