@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import random
 import resource
 import subprocess
@@ -165,11 +166,13 @@ def main() -> None:
             wall, cpu, rss, summary = run_once(folder)
             best, best_cpu, peak = min(best, wall), min(best_cpu, cpu), max(peak, rss)
         print(summary)
+        load = os.getloadavg()[0]
         ok = best <= TARGET_S and peak <= TARGET_MB
         print(
             f"import of {args.rows:,} sacct rows: {best:.1f}s wall, {best_cpu:.1f}s CPU (target "
             f"{TARGET_S:.0f}s), peak RSS {peak:.0f} MB (target {TARGET_MB:.0f} MB): "
             + ("ok" if ok else "OVER TARGET")
+            + f"; load average {load:.1f} on {os.cpu_count()} CPUs"
         )
         if not ok:
             sys.exit(1)
