@@ -210,3 +210,40 @@ def test_user_leaves_map_each_user_association(tmp_path: Path) -> None:
     assert policy["slurm"]["accounts"]["platform/root"] == "platform"
     groups = {r["group"] for r in _rows(tmp_path / "s" / "workload.csv")}
     assert groups == {"platform/root", "product/root", "research/root"}
+
+
+def test_live_runs_the_four_commands_and_keeps_their_output(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--live on a host whose sacct/sacctmgr/scontrol print the dev cluster's captured output (the
+    real commands are exercised by the slurm_cluster tests of the as-run side)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.txt"
+    outputs = {
+        "sacct": "sacct-epoch.txt",
+        "sacctmgr": "assoc-dump.cfg",
+        "scontrol": 'nodes.txt" ; [ "$1" = show ] && [ "$2" = config ] && file="config.txt',
+    }
+    for name, data in outputs.items():
+        script = bin_dir / name
+        script.write_text(
+            f'#!/bin/sh\necho "{name} $* SLURM_TIME_FORMAT=$SLURM_TIME_FORMAT" >> {log}\n'
+            f'file="{data}"\ncat "{DATA}/$file"\n'
+        )
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    out = tmp_path / "live"
+    res = CliRunner().invoke(main, ["import", "slurm", "--live", "-S", "2026-12-01", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    calls = log.read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["sacct", "sacctmgr", "scontrol", "scontrol"]
+    assert "-X -D -P" in calls[0] and "-S 2026-12-01" in calls[0] and "SLURM_TIME_FORMAT=%s" in calls[0]
+    assert sorted(p.name for p in (out / "sources").iterdir()) == [
+        "assoc.txt",
+        "config.txt",
+        "nodes.txt",
+        "sacct.txt",
+    ]
+    assert (out / "workload.csv").read_bytes() == (site / "workload.csv").read_bytes()
+    assert json.loads((out / "import.json").read_text())["span"]["start"] == "2026-12-01T00:00:00Z"
