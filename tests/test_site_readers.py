@@ -135,10 +135,19 @@ def test_minimal_columns_hostlists_and_typed_gres() -> None:
     assert expand_nodes(r.nodelist) == ("gpu01", "gpu02", "gpu03", "gpu07", "cpu1")
 
 
-def test_a_pipe_inside_a_comment_stays_in_the_comment() -> None:
-    head = HEADER + "|Comment"
-    recs, _ = _records("x", f"{head}\n{GOOD}|a|b|c\n")
-    assert len(recs) == 1
+@pytest.mark.parametrize(
+    "head, row",
+    [
+        ("JobName|" + HEADER + "|Comment", "a|b|" + GOOD + "|c"),
+        ("JobName|" + HEADER + "|Comment", "ab|" + GOOD + "|c|d|e"),
+        (HEADER + "|SubmitLine", GOOD + "|sbatch --wrap 'ls | wc'"),
+    ],
+    ids=["in-the-job-name", "in-the-comment", "in-the-submit-line"],
+)
+def test_a_pipe_inside_free_text_stays_in_its_column(head: str, row: str) -> None:
+    recs, info = _records("x", f"{head}\n{row}\n")
+    assert len(recs) == 1 and info.bad == 0
+    assert recs[0].gpus == 2 and recs[0].nodelist == "gpu[01-03,07],cpu1"
 
 
 BAD_CASES = [
