@@ -247,3 +247,65 @@ def test_live_runs_the_four_commands_and_keeps_their_output(
     ]
     assert (out / "workload.csv").read_bytes() == (site / "workload.csv").read_bytes()
     assert json.loads((out / "import.json").read_text())["span"]["start"] == "2026-12-01T00:00:00Z"
+
+
+NESTED_DUMP = """\
+Cluster - 'fairshare':Fairshare=1
+Parent - 'root'
+Account - 'ml':Fairshare=60
+Account - 'ops':Fairshare=40
+Parent - 'ml'
+Account - 'vision':Fairshare=3
+Account - 'nlp':Fairshare=parent
+User - 'alice':Fairshare=2
+User - 'bob':Fairshare=5
+Parent - 'vision'
+User - 'carol':Fairshare=1
+"""
+NESTED_SACCT = """\
+JobID|Account|User|Submit|Start|End|State|AllocTRES|NNodes|Timelimit|NodeList
+1|ml|alice|2026-10-01T00:00:00|2026-10-01T00:00:05|2026-10-01T01:00:00|COMPLETED|gres/gpu=1|1|UNLIMITED|n1
+2|vision|carol|2026-10-01T00:00:10|2026-10-01T00:00:15|2026-10-01T01:00:00|FAILED|gres/gpu=8|1|60|n2
+3|gone|dave|2026-10-01T00:00:10|2026-10-01T00:00:15|2026-10-01T01:00:00|COMPLETED|gres/gpu=8|1|60|n3
+4|ops|erin|2026-10-01T00:00:20|2026-10-01T00:00:25|Unknown|RUNNING|gres/gpu=3,node=2|2|60|n[3-4]
+5|ops|erin|2026-10-01T00:00:20|2026-10-01T00:00:25|Unknown|RUNNING|gres/gpu=2|1|60|n9
+6|ops|erin|2026-10-01T00:00:30|2026-10-01T00:01:00|Unknown|RUNNING|gres/gpu=2|1|60|n4
+"""
+
+
+def test_a_nested_account_tree_and_the_jobs_it_cannot_place(tmp_path: Path) -> None:
+    (tmp_path / "assoc.cfg").write_text(NESTED_DUMP)
+    (tmp_path / "h.txt").write_text(NESTED_SACCT)
+    out = tmp_path / "site"
+    args = ["import", "slurm", "--sacct", str(tmp_path / "h.txt"), "--assoc", str(tmp_path / "assoc.cfg")]
+    res = CliRunner().invoke(
+        main, [*args, "--nodes", str(DATA / "nodes.txt"), "--out", str(out), "-E", "2026-10-01T02:00"]
+    )
+    assert res.exit_code == 0, res.output
+    policy = yaml.safe_load((out / "policy.yaml").read_text())
+
+    def shape(nodes: list[dict[str, object]]) -> list[object]:
+        return [(n["name"], n["share"], shape(n.get("children", []))) for n in nodes]  # type: ignore[arg-type]
+
+    # ml has jobs and sub-accounts: a leaf of its own name, its share its users' (2 + 5)
+    assert shape(policy["tree"]) == [
+        ("ml", 60.0, [("nlp", 1.0, []), ("vision", 3.0, []), ("ml", 7.0, [])]),
+        ("ops", 40.0, []),
+    ]
+    assert "Fairshare=parent on nlp: taken as share 1" in res.output
+    summary = json.loads((out / "import.json").read_text())
+    assert summary["jobs"]["skipped"] == {"ran_on_unknown_node": 1, "uneven_gang": 1, "unknown_account": 1}
+    assert summary["accounts"] == {"ml": "ml/ml", "nlp": "ml/nlp", "ops": "ops", "vision": "ml/vision"}
+    work = _rows(out / "workload.csv")
+    assert [(w["job_id"], w["group"], w["estimate"], w["work"]) for w in work] == [
+        ("1", "ml/ml", "", "3595"),
+        ("2", "ml/vision", "3600", "3585"),
+        ("6", "ops", "3600", "7140"),  # still running: its work so far, to the span's end
+    ]
+    hist = [(h["job_id"], h["end"], h["end_reason"], h["nodes"]) for h in _rows(out / "history.csv")]
+    assert hist == [
+        ("1", "3600", "finished", "a100-000"),
+        ("2", "3600", "failed", "a100-001"),
+        ("6", "7200", "running", "a100-003"),
+    ]
+    assert summary["span"]["end"] == "2026-10-01T02:00:00Z"
