@@ -226,28 +226,29 @@ def _rejoin(cells: list[str], width: int, cols: _Columns) -> list[str]:
 def _record(
     n: int, cells: list[str], job_id: str, parse_time: Callable[[str], float | None], c: _Columns
 ) -> Record:
-    def time(i: int) -> float | None:
-        try:
-            return parse_time(cells[i])
-        except ValueError as exc:
-            raise _Bad(i, str(exc)) from None
-
     if not job_id[:1].isdigit():
         raise _Bad(c.job_id, f"{job_id!r} is not a Slurm job id")
     raw_state = cells[c.state]
     state = raw_state.split(" ", 1)[0].upper()
     if not state.replace("_", "").isalpha():
         raise _Bad(c.state, f"{raw_state!r} is not a job state")
-    submit = time(c.submit)
-    if submit is None:
-        raise _Bad(c.submit, f"{cells[c.submit]!r}: every job record has a submit time")
-    start = time(c.start)
-    end = time(c.end)
+    i = c.submit
+    try:
+        submit = parse_time(cells[i])
+        if submit is None:
+            raise _Bad(i, f"{cells[i]!r}: every job record has a submit time")
+        i = c.start
+        start = parse_time(cells[i])
+        i = c.end
+        end = parse_time(cells[i])
+        eligible = None
+        if c.eligible is not None:
+            i = c.eligible
+            eligible = submit if cells[i] == cells[c.submit] else parse_time(cells[i])
+    except ValueError as exc:
+        raise _Bad(i, str(exc)) from None
     if start is not None and end is not None and end < start:
         raise _Bad(c.end, f"the end {cells[c.end]} is before the start {cells[c.start]}")
-    eligible = None
-    if c.eligible is not None:
-        eligible = submit if cells[c.eligible] == cells[c.submit] else time(c.eligible)
     alloc = cells[c.alloc]
     try:
         gpus, _, cpus, mem_gb = _tres(alloc)
