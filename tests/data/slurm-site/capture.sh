@@ -1,5 +1,5 @@
 #!/bin/bash
-# Captures the real Slurm output the site-import reader tests read (tests/inputs/test_slurmacct_*.py).
+# Captures the real Slurm output the site-import tests read (tests/test_site_readers.py, test_site_import.py).
 # Run from the repository root as root, with nothing else holding the dev cluster:
 #   flock /tmp/fairshare-slurm.lock tests/data/slurm-site/capture.sh
 # Brings up the dev cluster (4 nodes x 8 a100), submits ~40 jobs of 1/2/4/8/16 GPUs on three
