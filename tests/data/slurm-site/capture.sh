@@ -8,10 +8,11 @@
 set -euo pipefail
 OUT=$(cd "$(dirname "$0")" && pwd)
 BASE=${FAIRSHARE_SLURM_DIR:-/tmp/fairshare-slurm-capture}
-FS=${FS:-.venv/bin/fairshare}
+FS=${FS:-$PWD/.venv/bin/fairshare}
 trap '$FS slurm dev-cluster down --dir "$BASE" >&2 || true' EXIT
 eval "$($FS slurm dev-cluster up --dir "$BASE" --fresh)"
 export TZ=UTC
+cd "$(mktemp -d)"  # the jobs' slurm-<id>.out files go there
 accts=(product research platform)
 qos=(train eval debug)
 gpus=(1 2 4 8 1 2 1 4)
