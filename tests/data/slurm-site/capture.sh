@@ -1,5 +1,5 @@
 #!/bin/bash
-# Captures the real Slurm output the site-import reader tests read (tests/inputs/test_slurmacct_*.py).
+# Captures the real Slurm output the site-import tests read (tests/test_site_readers.py, test_site_import.py).
 # Run from the repository root as root, with nothing else holding the dev cluster:
 #   flock /tmp/fairshare-slurm.lock tests/data/slurm-site/capture.sh
 # Brings up the dev cluster (4 nodes x 8 a100), submits ~40 jobs of 1/2/4/8/16 GPUs on three
@@ -8,10 +8,11 @@
 set -euo pipefail
 OUT=$(cd "$(dirname "$0")" && pwd)
 BASE=${FAIRSHARE_SLURM_DIR:-/tmp/fairshare-slurm-capture}
-FS=${FS:-.venv/bin/fairshare}
+FS=${FS:-$PWD/.venv/bin/fairshare}
 trap '$FS slurm dev-cluster down --dir "$BASE" >&2 || true' EXIT
 eval "$($FS slurm dev-cluster up --dir "$BASE" --fresh)"
 export TZ=UTC
+cd "$(mktemp -d)"  # the jobs' slurm-<id>.out files go there
 accts=(product research platform)
 qos=(train eval debug)
 gpus=(1 2 4 8 1 2 1 4)

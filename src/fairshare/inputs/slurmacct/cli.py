@@ -112,8 +112,8 @@ def slurm(
     import.json) from a Slurm site's accounting, associations, settings and nodes.
 
     \b
-    fairshare import slurm --sacct history.txt --assoc assoc.txt --config config.txt \
-      --nodes nodes.txt --out site/
+    fairshare import slurm --sacct history.txt --assoc assoc.txt \\
+        --config config.txt --nodes nodes.txt --out site/
     fairshare import slurm --live -S 2026-10-01 -E 2026-11-01 --out site/
     """
     from ...replay.staging import StagedOutput
@@ -150,12 +150,19 @@ def slurm(
                 class_from=class_from,
                 leaves=leaves,
                 start=_when(start, zone, "--start"),
-                end=_when(end, zone, "--end") if not live else None,
+                end=_when(end, zone, "--end") if not live or _is_iso(end) else None,
             )
     except InputError as exc:
         _fail(exc)
     for line in report:
         click.echo(line)
+
+
+def _is_iso(text: str | None) -> bool:
+    try:
+        return text is not None and bool(dt.datetime.fromisoformat(text))
+    except ValueError:
+        return False  # e.g. sacct's `now-7days`, passed to sacct as it is
 
 
 def _when(text: str | None, zone: dt.tzinfo, option: str) -> float | None:

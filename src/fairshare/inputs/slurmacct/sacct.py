@@ -25,6 +25,10 @@ NARROW_FORMAT = (
     "JobID,Account,User,Partition,QOS,Submit,Eligible,Start,End,Elapsed,State,AllocTRES,ReqTRES,"
     "NNodes,NodeList,Timelimit"
 )
+#: Columns whose values are free text and may hold a '|' (sacct -P does not escape it).
+FREE_TEXT = frozenset(
+    {"comment", "admincomment", "systemcomment", "submitline", "jobname", "workdir", "constraints", "reason"}
+)
 #: Time limits that mean "the partition's MaxTime" / "none"; the estimate then comes from the config.
 PARTITION_LIMIT = -1.0
 
@@ -107,7 +111,7 @@ class _Columns(NamedTuple):
     qos: int | None
     eligible: int | None
     nodelist: int | None
-    comment: int | None
+    free: tuple[int, ...]  # free-text columns (a '|' inside one splits the row)
 
 
 def read_sacct(stream: TextIO, where: str, tz: dt.tzinfo, bad: BadRows, info: SacctFile) -> Iterator[Record]:
@@ -126,9 +130,8 @@ def read_sacct(stream: TextIO, where: str, tz: dt.tzinfo, bad: BadRows, info: Sa
         cells = line.split("|")
         if len(cells) == width + 1 and cells[-1] == "":  # `-p` ends rows with '|'
             cells.pop()
-        if len(cells) > width and cols.comment is not None:  # a '|' inside a job's comment
-            c, extra = cols.comment, len(cells) - width
-            cells[c : c + extra + 1] = ["|".join(cells[c : c + extra + 1])]
+        if len(cells) > width and cols.free:  # a '|' inside a comment, job name or submit line
+            cells = _rejoin(cells, width, cols)
         if len(cells) != width:
             bad.bad(at(n), f"has {len(cells)} fields where the header has {width}")
             info.bad += 1
@@ -185,34 +188,67 @@ def _header(line: str, where: str, n: int) -> _Columns:
             f"lacks the column(s) {', '.join(missing)}: sacct --format must hold at least "
             f"{','.join(REQUIRED)}",
         )
-    req = [pos[c.lower()] for c in REQUIRED]
-    opt = [pos.get(c.lower()) for c in ("ReqTRES", "Partition", "QOS", "Eligible", "NodeList", "Comment")]
-    return _Columns(tuple(names), *req, *opt)
+    free = tuple(sorted(i for name, i in pos.items() if name in FREE_TEXT))
+    r = {c: pos[c.lower()] for c in REQUIRED}
+    return _Columns(
+        header=tuple(names),
+        job_id=r["JobID"],
+        account=r["Account"],
+        user=r["User"],
+        submit=r["Submit"],
+        start=r["Start"],
+        end=r["End"],
+        state=r["State"],
+        alloc=r["AllocTRES"],
+        nnodes=r["NNodes"],
+        limit=r["Timelimit"],
+        req=pos.get("reqtres"),
+        partition=pos.get("partition"),
+        qos=pos.get("qos"),
+        eligible=pos.get("eligible"),
+        nodelist=pos.get("nodelist"),
+        free=free,
+    )
+
+
+def _rejoin(cells: list[str], width: int, cols: _Columns) -> list[str]:
+    """Put back the '|' a free-text value held: the first free-text column where merging the extra
+    fields leaves the columns after it where they belong (Submit a time, State a word)."""
+    extra = len(cells) - width
+    for c in cols.free:
+        merged = [*cells[:c], "|".join(cells[c : c + extra + 1]), *cells[c + extra + 1 :]]
+        sub, state = merged[cols.submit], merged[cols.state].split(" ", 1)[0]
+        if sub[:1].isdigit() and state.replace("_", "").isalpha() and merged[cols.nnodes].isdigit():
+            return merged
+    return cells
 
 
 def _record(
     n: int, cells: list[str], job_id: str, parse_time: Callable[[str], float | None], c: _Columns
 ) -> Record:
-    def time(i: int) -> float | None:
-        try:
-            return parse_time(cells[i])
-        except ValueError as exc:
-            raise _Bad(i, str(exc)) from None
-
     if not job_id[:1].isdigit():
         raise _Bad(c.job_id, f"{job_id!r} is not a Slurm job id")
     raw_state = cells[c.state]
     state = raw_state.split(" ", 1)[0].upper()
     if not state.replace("_", "").isalpha():
         raise _Bad(c.state, f"{raw_state!r} is not a job state")
-    submit = time(c.submit)
-    if submit is None:
-        raise _Bad(c.submit, f"{cells[c.submit]!r}: every job record has a submit time")
-    start = time(c.start)
-    end = time(c.end)
+    i = c.submit
+    try:
+        submit = parse_time(cells[i])
+        if submit is None:
+            raise _Bad(i, f"{cells[i]!r}: every job record has a submit time")
+        i = c.start
+        start = parse_time(cells[i])
+        i = c.end
+        end = parse_time(cells[i])
+        eligible = None
+        if c.eligible is not None:
+            i = c.eligible
+            eligible = submit if cells[i] == cells[c.submit] else parse_time(cells[i])
+    except ValueError as exc:
+        raise _Bad(i, str(exc)) from None
     if start is not None and end is not None and end < start:
         raise _Bad(c.end, f"the end {cells[c.end]} is before the start {cells[c.start]}")
-    eligible = time(c.eligible) if c.eligible is not None else None
     alloc = cells[c.alloc]
     try:
         gpus, _, cpus, mem_gb = _tres(alloc)

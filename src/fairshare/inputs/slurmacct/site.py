@@ -217,6 +217,17 @@ def _unique(kids: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _cluster_nodes(nodelist: str, names: dict[str, str]) -> str | None:
+    """A NodeList as cluster.yaml node names joined by "|"; None if a node is not in the cluster."""
+    out = []
+    for h in expand_nodes(nodelist):
+        x = names.get(h)
+        if x is None:
+            return None
+        out.append(x)
+    return "|".join(sorted(out))
+
+
 def _fits(pools: Sequence[Pool], gpus: int, nodes: int, gpu_type: str, cpus: float, mem: float) -> bool:
     per = gpus / nodes
     return any(
@@ -241,6 +252,7 @@ def build_site(
     """The site folder's files. `latest()` gives the latest time seen once the records are read."""
     pools, node_names, cpu_only = pools_of(nodes)
     fit_memo: dict[tuple[int, int, str, float, float], bool] = {}
+    host_memo: dict[str, str | None] = {"": ""}  # NodeList -> cluster nodes joined by "|"
     if not pools:
         raise InputError(
             where["nodes"], "", "holds no node with GPUs (Gres=gpu:...): no cluster to replay on"
@@ -294,14 +306,14 @@ def build_site(
             skipped["uneven_gang"] += 1
             continue
         run_nodes = []
-        unknown = False
         for r in runs:
-            names = [node_names.get(h) for h in expand_nodes(r.nodelist)]
-            if any(x is None for x in names):
-                unknown = True
+            hosts = host_memo.get(r.nodelist, "")
+            if hosts == "":
+                hosts = host_memo[r.nodelist] = _cluster_nodes(r.nodelist, node_names)
+            if hosts is None:
                 break
-            run_nodes.append("|".join(sorted(x for x in names if x is not None)))
-        if unknown:
+            run_nodes.append(hosts)
+        if len(run_nodes) < len(runs):
             skipped["ran_on_unknown_node"] += 1
             continue
         shape = (last.gpus, n_nodes, last.gpu_type, last.cpus, last.mem_gb)
@@ -354,8 +366,6 @@ def build_site(
             where["sacct"], "", f"no job could be imported (skipped: {_counts(skipped) or 'none read'})"
         )
     epoch = math.floor(min(w[0] for w in work_rows) / 60) * 60
-    if opts.span_start is not None:
-        epoch = min(epoch, math.floor(opts.span_start / 60) * 60)
     work_rows.sort(key=lambda w: (w[0], w[1]))
     hist_rows.sort(key=lambda h: (h[0], h[1]))
     files = {
@@ -374,7 +384,10 @@ def build_site(
     summary: dict[str, Any] = {
         "format": 1,
         "sources": {},
-        "span": {"start": iso(epoch), "end": iso(max(span_end, epoch))},
+        "span": {
+            "start": iso(epoch if opts.span_start is None else opts.span_start),
+            "end": iso(max(span_end, epoch)),
+        },
         "jobs": {"read": len(jobs), "imported": imported, "skipped": dict(sorted(skipped.items()))},
         "steps_skipped": 0,
         "nodes": {s: node_names[s] for s in sorted(node_names)},
