@@ -146,12 +146,26 @@ def test_as_run_of_a_site_folder_passes_the_independent_checker(tmp_path: Path) 
     assert code == 0 and "preempt (recorded: requeued" in out and "recorded no reasons" in out, out
 
 
-@pytest.mark.parametrize("with_nodes", [True, False], ids=["recorded-nodes", "placed"])
-@pytest.mark.parametrize("strategy", ["fifo", "slurm-multifactor", "fairshare"])
+@pytest.mark.parametrize(
+    ("scenario", "strategy", "with_nodes"),
+    [
+        *[("eight-gpu", s, n) for s in ("fifo", "slurm-multifactor", "fairshare") for n in (True, False)],
+        # 40 nodes of two GPU types, gangs: recorded nodes (placing them is not always possible)
+        ("small-burst", "slurm-multifactor", True),
+    ],
+    ids=[
+        *[
+            f"eight-gpu-{s}-{'recorded-nodes' if n else 'placed'}"
+            for s in ("fifo", "slurm-multifactor", "fairshare")
+            for n in (True, False)
+        ],
+        "small-burst-slurm-multifactor-recorded-nodes",
+    ],
+)
 def test_fidelity_against_an_as_run_of_the_strategys_own_replay_is_perfect(
-    tmp_path: Path, strategy: str, with_nodes: bool
+    tmp_path: Path, scenario: str, strategy: str, with_nodes: bool
 ) -> None:
-    site = site_from_scenario(tmp_path, "eight-gpu")
+    site = site_from_scenario(tmp_path, scenario)
     code, out = invoke("replay", "--from", str(site), "--policy-name", strategy, "--out", str(tmp_path / "r"))
     assert code == 0, out
     (site / "history.csv").write_text(
