@@ -146,12 +146,26 @@ def test_as_run_of_a_site_folder_passes_the_independent_checker(tmp_path: Path) 
     assert code == 0 and "preempt (recorded: requeued" in out and "recorded no reasons" in out, out
 
 
-@pytest.mark.parametrize("with_nodes", [True, False], ids=["recorded-nodes", "placed"])
-@pytest.mark.parametrize("strategy", ["fifo", "slurm-multifactor", "fairshare"])
+@pytest.mark.parametrize(
+    ("scenario", "strategy", "with_nodes"),
+    [
+        *[("eight-gpu", s, n) for s in ("fifo", "slurm-multifactor", "fairshare") for n in (True, False)],
+        # 40 nodes of two GPU types, gangs: recorded nodes (placing them is not always possible)
+        ("small-burst", "slurm-multifactor", True),
+    ],
+    ids=[
+        *[
+            f"eight-gpu-{s}-{'recorded-nodes' if n else 'placed'}"
+            for s in ("fifo", "slurm-multifactor", "fairshare")
+            for n in (True, False)
+        ],
+        "small-burst-slurm-multifactor-recorded-nodes",
+    ],
+)
 def test_fidelity_against_an_as_run_of_the_strategys_own_replay_is_perfect(
-    tmp_path: Path, strategy: str, with_nodes: bool
+    tmp_path: Path, scenario: str, strategy: str, with_nodes: bool
 ) -> None:
-    site = site_from_scenario(tmp_path, "eight-gpu")
+    site = site_from_scenario(tmp_path, scenario)
     code, out = invoke("replay", "--from", str(site), "--policy-name", strategy, "--out", str(tmp_path / "r"))
     assert code == 0, out
     (site / "history.csv").write_text(
@@ -276,6 +290,12 @@ def _edit(site: Path, name: str, old: str, new: str) -> None:
             "102,60,1000,finished",
             "job 102's run ends finished, yet a later run follows",
         ),
+        (
+            "history.csv",
+            "104,6000,7200,timeout,",
+            "104,5000,6200,timeout,",
+            "line 10: job 104 runs from 5000 to 6200 (8 GPUs on 2 node(s)), but the cluster",
+        ),
         ("incumbent.yaml", "bf_interval: 30s", "bf_interval: soon", "incumbent.yaml: bf_interval"),
         ("incumbent.yaml", "weight_qos: 500", "weight_qos: -1", "incumbent.yaml: weight_qos"),
         ("incumbent.yaml", "bf_window: 1d", "bf_windows: 1d", "incumbent.yaml: bf_windows"),
@@ -292,6 +312,7 @@ def _edit(site: Path, name: str, old: str, new: str) -> None:
         "cell-count",
         "before-submit",
         "finished-then-ran",
+        "no-room-to-place",
         "incumbent-duration",
         "incumbent-negative-weight",
         "incumbent-unknown-key",

@@ -22,10 +22,10 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from ..core.placement import Shape, Tentative, place, type_ids
 from ..core.strategies import get_strategy
 from ..errors import InputError
 from ..inputs.workload import Job
+from .asrun_place import plan_nodes
 from .history import History, Segment
 from .results import ReplayOutput
 from .runner import Inputs
@@ -36,6 +36,7 @@ AS_RUN = "as-run"
 
 class RecordedStart(NamedTuple):
     seg: Segment
+    k: int  # its position in the history
 
 
 class RecordedStop(NamedTuple):
@@ -63,19 +64,18 @@ class AsRunSimulator(Simulator):
             where=inputs.policy_where,
         )
         self.history = history
+        self.plan = plan_nodes(history, {j.id: j for j in self.jobs}, inputs.cluster)
         # at one instant (equal ranks keep push order): stops before starts (FORMATS: preemptions
         # before starts), and runs on recorded nodes before runs to place, which take what is left
         for seg in history.segments:
             if not seg.last:
                 self.push(seg.end, Rank.LATER, RecordedStop(seg))  # type: ignore[arg-type]
-        for placed in (False, True):
-            for seg in history.segments:
-                if (seg.nodes is None) == placed:
-                    self.push(seg.start, Rank.LATER, RecordedStart(seg))  # type: ignore[arg-type]
+        for k, seg in enumerate(history.segments):
+            self.push(seg.start, Rank.LATER, RecordedStart(seg, k))  # type: ignore[arg-type]
 
     def _handle(self, ev: SimEvent) -> None:
         if isinstance(ev, RecordedStart):
-            self._recorded_start(ev.seg)
+            self._recorded_start(ev.seg, ev.k)
         elif isinstance(ev, RecordedStop):
             self._recorded_stop(ev.seg)
         else:
@@ -84,42 +84,27 @@ class AsRunSimulator(Simulator):
     def _pass(self) -> None:
         """No scheduler: the record decides."""
 
-    def _recorded_start(self, seg: Segment) -> None:
+    def _recorded_start(self, seg: Segment, k: int) -> None:
         t = self.engine.t
         tr = self.truth[seg.job]
         req = tr.job.request
         index = self.engine.fleet.index
-        where = f"{self.history.where}: line {seg.line}"
-        if seg.nodes is not None:
-            for i in seg.nodes:
-                if not index.available[i]:
-                    raise InputError(
-                        self.history.where,
-                        f"line {seg.line}",
-                        f"job {seg.job} starts at {t:g} on {self.cluster.nodes[i].name}, drained then",
-                    )
-                if index.free[i] < req.per_node:
-                    raise InputError(
-                        self.history.where,
-                        f"line {seg.line}",
-                        f"job {seg.job} starts at {t:g} on {self.cluster.nodes[i].name}, which has "
-                        f"{index.free[i]} GPUs free then (the recorded runs overlap beyond its GPUs)",
-                    )
-            alloc = tuple((i, req.per_node) for i in seg.nodes)
-        else:
-            shape = Shape(
-                type_ids(index, req.gpu_types) if req.gpu_types is not None else None, req.per_node, req.nodes
-            )
-            placed = place(Tentative(index), seg.job, shape)
-            if placed is None:
+        chosen = seg.nodes if seg.nodes is not None else self.plan[k]
+        for i in chosen:
+            if not index.available[i]:
                 raise InputError(
                     self.history.where,
                     f"line {seg.line}",
-                    f"job {seg.job} starts at {t:g} ({req.gpus} GPUs on {req.nodes} node(s)), but the "
-                    f"runs recorded as running then leave no room for it on the cluster's nodes "
-                    f"({where}: give the nodes column to place it as it ran)",
+                    f"job {seg.job} starts at {t:g} on {self.cluster.nodes[i].name}, drained then",
                 )
-            alloc = placed
+            if index.free[i] < req.per_node:
+                raise InputError(
+                    self.history.where,
+                    f"line {seg.line}",
+                    f"job {seg.job} starts at {t:g} on {self.cluster.nodes[i].name}, which has "
+                    f"{index.free[i]} GPUs free then (the recorded runs overlap beyond its GPUs)",
+                )
+        alloc = tuple((i, req.per_node) for i in chosen)
         charge = req.charge_on(self.cluster.nodes[alloc[0][0]], self.setup.gpu_rates)
         tr.starts += 1
         tr.run += 1
