@@ -63,6 +63,7 @@ class QuickReader:
         self.header: dict[str, int] | None = None
         self.at: dict[str, int] = {}
         self.optional: tuple[int | None, ...] = ()
+        self.any_optional = True
         self.durations: dict[str, float] = {}
         self.types: dict[str, tuple[str, ...]] = {}
 
@@ -70,6 +71,7 @@ class QuickReader:
         self.header = cols
         self.at = {k: i - 1 for k, i in cols.items()}
         self.optional = tuple(self.at.get(k) for k in _OPTIONAL)
+        self.any_optional = any(i is not None for i in self.optional)
 
     def _duration(self, text: str) -> float | None:
         if not text or text.isspace():
@@ -96,6 +98,42 @@ class QuickReader:
             if len(self.types) < _CACHE_MAX:
                 self.types[s] = got
         return got
+
+    def _plain(
+        self, job_id: str, submit: float, group: str, leaf: int, cls_name: str, gpus: int, work: float
+    ) -> Quick | None:
+        """A row of the required columns only (what `_read` gives when the others are blank)."""
+        b = self.b
+        size, problem, charge = b._fit(gpus, None, b.all_types, None, None)
+        cls = b.policy.classes[cls_name]
+        checkpoint, resumable = cls.checkpoint, cls.resumable
+        if problem is not None or size is None or (resumable and not (checkpoint and checkpoint > 0)):
+            return None
+        cap = cls.protected_cap
+        return (
+            job_id,
+            submit,
+            group,
+            leaf,
+            None,
+            cls_name,
+            gpus,
+            size,
+            None,
+            None,
+            None,
+            work,
+            "medium",
+            None if cls.deadline is None else submit + cls.deadline,
+            min(cls.protected, cap),
+            cls.protected > cap,
+            resumable,
+            float(checkpoint) if resumable and checkpoint else 0.0,
+            charge,
+            work,
+            None,
+            False,
+        )
 
     def read(self, row: Row) -> Quick | None:
         cols, v = row.columns, row.cells
@@ -125,6 +163,8 @@ class QuickReader:
         if leaf is None or leaf not in b.leafset or cls is None:
             return None
         gpus = int(gpus_x)
+        if not self.any_optional:  # the required columns only: the class gives the rest
+            return self._plain(job_id, submit, group, leaf, cls_name, gpus, work)
         (
             i_types,
             i_nodes,
@@ -158,7 +198,7 @@ class QuickReader:
             mem is not None and not 0 < mem <= limits.MAX_JOB_MEM_GB
         ):
             return None
-        size, problem, charge = b._fit(gpus, nodes, list(types) if types else b.all_types, cpus, mem)
+        size, problem, charge = b._fit(gpus, nodes, types or b.all_types, cpus, mem)
         if problem is not None or size is None:
             return None
         i = i_label

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,7 +115,7 @@ class WorkloadBuilder:
             for i in range(len(ordered) - 1, -1, -1):
                 at_least[i] = at_least[i + 1] + ordered[i][1]
             self.by_gpus[ty] = ([n.gpus for n, _ in ordered], at_least)
-        self.all_types = sorted(self.known_types)
+        self.all_types = tuple(sorted(self.known_types))
         self.seen: set[str] = set()
         self.quick = QuickReader(self)
         self.late: list[tuple[str, float]] = []  # (where, deadline - submit) of deadlines before submit
@@ -127,7 +127,7 @@ class WorkloadBuilder:
         return at_least[bisect.bisect_left(counts, per)]
 
     def _gang_size(
-        self, gpus: int, types: list[str], cpus: float | None = None, mem: float | None = None
+        self, gpus: int, types: Sequence[str], cpus: float | None = None, mem: float | None = None
     ) -> int | None:
         """The fewest nodes of one allowed type that hold the job (FORMATS.md default `nodes`):
         k divides `gpus` and at least k nodes of the type each have gpus/k GPUs, and cpus/k CPUs
@@ -151,7 +151,7 @@ class WorkloadBuilder:
         return None
 
     def _fit(
-        self, gpus: int, nodes: int | None, types: list[str], cpus: float | None, mem: float | None
+        self, gpus: int, nodes: int | None, types: Sequence[str], cpus: float | None, mem: float | None
     ) -> tuple[int | None, str | None, float]:
         """(gang size, error or None, pending charge), cached per request shape."""
         key = (gpus, nodes, tuple(types), cpus, mem)
