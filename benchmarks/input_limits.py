@@ -62,12 +62,26 @@ def cluster_text(nodes: int, distinct: bool = False) -> str:
     return "pools:\n" + "\n".join(pools) + "\n"
 
 
-def write_workload(path: Path, jobs: int, gpus: Callable[[int], int] = lambda i: 1 + i % 8) -> None:
+FULL_HEADER = (
+    "job_id,submit,group,user,class,gpus,nodes,gpu_type,cpus,mem_gb,work,estimate,label,deadline,"
+    "protected,resumable,checkpoint,stall_after\n"
+)
+
+
+def write_workload(
+    path: Path, jobs: int, gpus: Callable[[int], int] = lambda i: 1 + i % 8, every_column: bool = False
+) -> None:
     with path.open("w", encoding="utf-8") as f:
-        f.write("job_id,submit,group,class,gpus,work\n")
+        f.write(FULL_HEADER if every_column else "job_id,submit,group,class,gpus,work\n")
         chunk = []
         for i in range(jobs):
-            chunk.append(f"j{i},{i % 86400},p{i % 100}/t{i % 6},train,{gpus(i)},3600\n")
+            if every_column:
+                chunk.append(
+                    f"j{i},{i % 86400},p{i % 100}/t{i % 6},u{i % 50},train,{gpus(i)},1,H100,4,32,3600,7200,"
+                    f"high,{i % 86400 + 90000},30m,true,15m,\n"
+                )
+            else:
+                chunk.append(f"j{i},{i % 86400},p{i % 100}/t{i % 6},train,{gpus(i)},3600\n")
             if len(chunk) == 10_000:
                 f.write("".join(chunk))
                 chunk.clear()
@@ -92,15 +106,18 @@ def _groups(n: int) -> Callable[[Path], list[str]]:
     return make
 
 
-def _jobs(n: int) -> Callable[[Path], list[str]]:
+def _jobs(n: int, every_column: bool = False) -> Callable[[Path], list[str]]:
     def make(d: Path) -> list[str]:
-        pol, cl, wl = d / "policy-700.yaml", d / "cluster-8.yaml", d / f"workload-{n}.csv"
+        pol, cl = d / "policy-700.yaml", d / "cluster-100-cpus.yaml"
+        wl = d / f"workload-{n}{'-every-column' if every_column else ''}.csv"
         if not pol.exists():
             pol.write_text(policy_text(700))
         if not cl.exists():
-            cl.write_text(cluster_text(100))
+            cl.write_text(
+                "pools:\n- {name: node, count: 100, gpus: 8, gpu_type: H100, cpus: 96, mem_gb: 1024}\n"
+            )
         if not wl.exists():
-            write_workload(wl, n)
+            write_workload(wl, n, every_column=every_column)
         return [str(pol), "--cluster", str(cl), "--workload", str(wl)]
 
     return make
@@ -130,6 +147,9 @@ CASES = {
     "groups+1": Case("groups+1", "policy of 100,001 groups", 2, _groups(MAX_GROUPS + 1)),
     "jobs": Case("jobs", "workload of 2,000,000 jobs (the limit), 6 columns", 0, _jobs(MAX_JOBS)),
     "jobs+1": Case("jobs+1", "workload of 2,000,001 jobs", 2, _jobs(MAX_JOBS + 1)),
+    "jobs-all": Case(
+        "jobs-all", "workload of 2,000,000 jobs, all 18 columns given", 0, _jobs(MAX_JOBS, every_column=True)
+    ),
     "nodes": Case("nodes", "cluster of 100,000 nodes (the limit)", 0, _nodes(MAX_NODES)),
     "nodes-gpus": Case(
         "nodes-gpus",

@@ -25,10 +25,12 @@ import yaml
 from fairshare.core.tree import TreeIndex
 from fairshare.errors import InputError
 from fairshare.inputs import _yaml, limits
+from fairshare.inputs._quick import Quick, QuickReader
 from fairshare.inputs._validation import read_text
 from fairshare.inputs.cluster import load_cluster
 from fairshare.inputs.policy import load_policy
-from fairshare.inputs.workload import WorkloadBuilder, _divisors, load_workload
+from fairshare.inputs.rows import Row
+from fairshare.inputs.workload import _divisors, load_workload
 from test_inputs import POLICY, WORKLOAD, Files, assert_input_error, run, run_check, write_inputs
 
 BOUND_S = 10.0  # a special file must be refused at once: a blocking open would hit this instead
@@ -380,6 +382,12 @@ QUICK_WORKLOADS = {
     "plain": WORKLOAD,
     "required-only": "job_id,submit,group,class,gpus,work\nj1,0,product/serving,eval,8,60\n"
     "j2,5,research/arch,train,16,600\nj3,5,research/data,debug,3,1e3\nj4, 7 ,research/data,debug,2.0,60\n",
+    "every-column": "job_id,submit,group,user,class,gpus,nodes,gpu_type,cpus,mem_gb,work,estimate,label,"
+    "deadline,protected,resumable,checkpoint,stall_after\n"
+    "j1,0,product/serving,ann,eval,8,1,H100,16,64,600,900,high,7200,90m,no,,\n"
+    "j2,30,research/arch,bob,train,16,2,H100|A100,,,3600,,Low,100,2h,yes,10m,1800\n"
+    "j3,60,research/data,,debug,4,,A100,8,,60,120,,,,true,1m,\n"
+    "j4,90,research/data, cy ,train,2,,,, 100 ,60,,medium,90, 1h ,,,\n",
     "mixed-optional": "job_id,submit,group,class,gpus,work,estimate,user\nj1,0,product/serving,eval,8,60,,\n"
     "j2,5,research/arch,train,4,600,300,ann\nj3,1,research/data,debug,1,60, ,\n",
 }
@@ -393,8 +401,18 @@ def test_the_quick_path_builds_exactly_the_jobs_of_the_full_path(
     policy = load_policy(f.policy)
     tree = TreeIndex.build(policy.tree)
     cluster = load_cluster(f.cluster, policy)
+    read = QuickReader.read
+    taken: list[bool] = []
+
+    def counted(self: QuickReader, row: Row) -> Quick | None:
+        q = read(self, row)
+        taken.append(q is not None)
+        return q
+
+    monkeypatch.setattr(QuickReader, "read", counted)
     quick = load_workload(f.workload, policy, tree, cluster)
-    monkeypatch.setattr(WorkloadBuilder, "_quick", lambda self, row: None)
+    assert all(taken), taken  # every row of these went the quick way
+    monkeypatch.setattr(QuickReader, "read", lambda self, row: None)
     full = load_workload(f.workload, policy, tree, cluster)
     assert quick == full
 

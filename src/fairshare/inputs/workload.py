@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,10 @@ from ..core.model import LABELS, JobRequest, Node, charge_on
 from ..core.tree import TreeIndex
 from ..errors import InputError, warn
 from . import limits
+from ._quick import Quick, QuickReader
 from .cluster import Cluster
 from .policy import JobClass, Policy
-from .rows import COLUMNS, REQUIRED, Row, csv_rows, jsonl_rows
+from .rows import COLUMNS, Row, csv_rows, jsonl_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +75,6 @@ class Job:
         }
 
 
-_REQUIRED_SET = frozenset(REQUIRED)
-#: What `_quick` reads from a row: job_id, submit, group, leaf, class, gpus, work, nodes, charge,
-#: and the class's contract (protected, capped, resumable, checkpoint).
-_Quick = tuple[str, float, str, int, str, int, float, int, float, tuple[float, bool, bool, float]]
-
-
 def _holds_member(node: Node, per: int, k: int, cpus: float | None, mem: float | None) -> bool:
     """Whether a node holds one member of a k-node gang: `per` GPUs, and a k-th of the job's CPUs
     and memory when the job and the node give them."""
@@ -120,18 +115,9 @@ class WorkloadBuilder:
             for i in range(len(ordered) - 1, -1, -1):
                 at_least[i] = at_least[i + 1] + ordered[i][1]
             self.by_gpus[ty] = ([n.gpus for n, _ in ordered], at_least)
-        self.all_types = sorted(self.known_types)
-        # the contract of a job that asks for nothing but its class (_quick); None: an error
-        self._contracts: dict[str, tuple[float, bool, bool, float]] = {}
-        for name, jc in policy.classes.items():
-            if not jc.resumable or (jc.checkpoint and jc.checkpoint > 0):
-                ckpt = float(jc.checkpoint) if jc.resumable and jc.checkpoint else 0.0
-                cap = jc.protected_cap
-                self._contracts[name] = (min(jc.protected, cap), jc.protected > cap, jc.resumable, ckpt)
-        self._header: dict[str, int] | None = None
-        self._optional: list[int] = []
-        self._at: tuple[int, ...] = ()
+        self.all_types = tuple(sorted(self.known_types))
         self.seen: set[str] = set()
+        self.quick = QuickReader(self)
         self.late: list[tuple[str, float]] = []  # (where, deadline - submit) of deadlines before submit
         self._fit_cache: dict[tuple[Any, ...], tuple[int | None, str | None, float]] = {}
 
@@ -141,7 +127,7 @@ class WorkloadBuilder:
         return at_least[bisect.bisect_left(counts, per)]
 
     def _gang_size(
-        self, gpus: int, types: list[str], cpus: float | None = None, mem: float | None = None
+        self, gpus: int, types: Sequence[str], cpus: float | None = None, mem: float | None = None
     ) -> int | None:
         """The fewest nodes of one allowed type that hold the job (FORMATS.md default `nodes`):
         k divides `gpus` and at least k nodes of the type each have gpus/k GPUs, and cpus/k CPUs
@@ -165,7 +151,7 @@ class WorkloadBuilder:
         return None
 
     def _fit(
-        self, gpus: int, nodes: int | None, types: list[str], cpus: float | None, mem: float | None
+        self, gpus: int, nodes: int | None, types: Sequence[str], cpus: float | None, mem: float | None
     ) -> tuple[int | None, str | None, float]:
         """(gang size, error or None, pending charge), cached per request shape."""
         key = (gpus, nodes, tuple(types), cpus, mem)
@@ -242,94 +228,56 @@ class WorkloadBuilder:
             f"{(mem or 0) / nodes:g} GB per node, more than its nodes have ({pools})"
         )
 
-    def _quick(self, row: Row) -> _Quick | None:
-        """The common row read in a few steps: a CSV row that gives the required columns only
-        (other cells blank), each value plainly valid. None for anything else, which `build` reads
-        the full way (and whose error it names): both ways give the same job."""
-        cols, v = row.columns, row.cells
-        if cols is None or v is None:
-            return None
-        if cols is not self._header:
-            self._header = cols
-            self._optional = [cols[k] - 1 for k in cols if k not in _REQUIRED_SET]
-            self._at = tuple(cols[k] - 1 for k in ("job_id", "submit", "group", "class", "gpus", "work"))
-        for k in self._optional:
-            if v[k] and not v[k].isspace():
-                return None
-        i_id, i_submit, i_group, i_class, i_gpus, i_work = self._at
-        job_id = v[i_id].strip()
-        if not job_id or len(job_id) > limits.MAX_NAME_CHARS or not job_id.isprintable():
-            return None
-        if job_id in self.seen:
-            return None
-        try:
-            submit, gpus_x, work = float(v[i_submit]), float(v[i_gpus]), float(v[i_work])
-        except ValueError:
-            return None
-        if not (0.0 <= submit <= limits.MAX_TIME and 0.0 < work <= limits.MAX_DURATION):
-            return None
-        if not self.min_gpus <= gpus_x <= limits.MAX_JOB_GPUS or gpus_x != int(gpus_x):
-            return None
-        group = v[i_group].strip()
-        leaf = self.paths.get(group)
-        cls_name = v[i_class].strip()
-        contract = self._contracts.get(cls_name)
-        if leaf is None or leaf not in self.leafset or contract is None:
-            return None
-        gpus = int(gpus_x)
-        nodes, problem, charge = self._fit(gpus, None, self.all_types, None, None)
-        if problem is not None or nodes is None:
-            return None
-        return job_id, submit, group, leaf, cls_name, gpus, work, nodes, charge, contract
-
-    def _quick_job(self, quick: _Quick, seq: int) -> Job:
-        """The job of a row `_quick` read."""
-        job_id, submit, group, leaf, cls_name, gpus, work, nodes, charge, contract = quick
-        self.seen.add(job_id)
-        cls = self.policy.classes[cls_name]
-        protected, capped, resumable, checkpoint = contract
-        fast = JobRequest(
-            id=job_id,
-            submit=submit,
-            group=group,
-            leaf=leaf,
-            user=None,
-            cls=cls_name,
-            gpus=gpus,
-            nodes=nodes,
-            gpu_types=None,
-            cpus=None,
-            mem_gb=None,
-            estimate=work,
-            label="medium",
-            deadline=None if cls.deadline is None else submit + cls.deadline,
-            protected=protected,
-            protected_capped=capped,
-            resumable=resumable,
-            checkpoint=checkpoint,
+    def _quick_job(self, q: Quick, row: Row, seq: int) -> Job:
+        """The job of a row the quick reader read (`fairshare.inputs._quick`)."""
+        self.seen.add(q[0])
+        if q[21]:  # a deadline before its submit
+            self.late.append((row.at("deadline"), q[13] - q[1]))
+        cls = self.policy.classes[q[5]]
+        request = JobRequest(
+            id=q[0],
+            submit=q[1],
+            group=q[2],
+            leaf=q[3],
+            user=q[4],
+            cls=q[5],
+            gpus=q[6],
+            nodes=q[7],
+            gpu_types=q[8],
+            cpus=q[9],
+            mem_gb=q[10],
+            estimate=q[11],
+            label=q[12],
+            deadline=q[13],
+            protected=q[14],
+            protected_capped=q[15],
+            resumable=q[16],
+            checkpoint=q[17],
             restore=cls.restore,
             startup=cls.startup,
             max_stall=cls.max_stall,
-            charge=charge,
+            charge=q[18],
             seq=seq,
         )
-        return Job(fast, work, None)
+        return Job(request, q[19], q[20])
 
     def check(self, row: Row, seq: int) -> tuple[bool, float]:
-        """Check one row as `build` would, without building the job when the row is the common
-        kind (`fairshare check`): whether its protection was capped, and its submit time."""
-        quick = self._quick(row)
-        if quick is None:
+        """Check one row as `build` would, without building the job when the quick reader can read
+        it (`fairshare check`): whether its protection was capped, and its submit time."""
+        q = self.quick.read(row)
+        if q is None:
             request = self.build(row, seq).request
             return request.protected_capped, request.submit
-        self.seen.add(quick[0])
-        return quick[9][1], quick[1]
+        self.seen.add(q[0])
+        if q[21]:
+            self.late.append((row.at("deadline"), q[13] - q[1]))
+        return q[15], q[1]
 
     def build(self, row: Row, seq: int) -> Job:
         """One job from one row: its identity, its shape on the cluster, its contract."""
-        quick = self._quick(row)
-        if quick is not None:
-            return self._quick_job(quick, seq)
+        q = self.quick.read(row)
+        if q is not None:
+            return self._quick_job(q, row, seq)
         for key in row.values:
             if key not in COLUMNS:
                 raise row.fail(key, f"unknown column {key!r} (known: {', '.join(COLUMNS)})")
