@@ -5,6 +5,7 @@ command with its exit code and one line, never a traceback (README "Limits and b
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -49,6 +50,11 @@ def run(command: Callable[[], Any] | None) -> None:
         sys.stderr.write(f"{_SAID[sig]}: nothing unfinished was left behind\n")
         code = _CODES[sig]
     interrupts.exit_on_signal(_flush)
+    if code in (130, 143) or interrupts.received() is not None:
+        # interrupted: every `with` block has cleaned up; the interpreter's own teardown (freeing
+        # a replay's millions of objects) would take seconds on a loaded machine, so end now
+        _flush()
+        os._exit(code if isinstance(code, int) else 1)
     sys.exit(code)
 
 
