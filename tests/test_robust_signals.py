@@ -195,6 +195,6 @@ def test_signals_at_every_50_ms_then_spread_are_acted_on_within_a_second(tmp_pat
         try:
             _judge(sig, delay, code, took, err)
         except AssertionError as exc:
-            failed.append(str(exc).splitlines()[0])
+            failed.append(f"exit {code}: " + str(exc).split("\nassert")[0][-1500:])
     assert not failed, failed
     assert any(code == CODES[sig] for (sig, _), (code, _, _) in results)
