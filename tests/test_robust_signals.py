@@ -164,8 +164,7 @@ def _before_python_ran_fairshare(err: str) -> bool:
 def _judge(sig: signal.Signals, delay: float, code: int, took: float, err: str) -> None:
     where = f"{sig.name} at {delay:.2f} s"
     if _before_python_ran_fairshare(err):
-        assert delay < 0.3, f"{where}: Python still starting: {err}"
-        return
+        return  # Python's own start (slow on a loaded machine): no program's code has run yet
     assert "Traceback" not in err and "Exception ignored" not in err, f"{where}: {err}"
     # 0: the run had finished; -sig: it came before Python had started (nothing ran yet)
     assert code in (CODES[sig], 0, -sig), f"{where}: exit {code}: {err}"
