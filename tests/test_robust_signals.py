@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -156,9 +157,22 @@ def _signal_at(tmp_path: Path, sig: signal.Signals, delay: float) -> tuple[int, 
 
 def _before_python_ran_fairshare(err: str) -> bool:
     """A signal during the interpreter's own start (its `site` import) or while the console script
-    pip wrote was finding the package, before the package's first line: Python reports it, no
-    program can (on an idle machine this lasts ~30 ms). Its traceback has no frame in fairshare."""
-    return "Traceback" in err and f"{os.sep}fairshare{os.sep}" not in err
+    pip wrote was finding and reading the package, before the package's first lines have installed
+    a handler: Python reports it, no program can (on an idle machine this lasts ~30 ms)."""
+    if "Traceback" not in err:
+        return False
+    frames = re.findall(r'File "([^"]+)", line (\d+)', err)
+    ours = [(f, int(n)) for f, n in frames if f"{os.sep}fairshare{os.sep}" in f]
+    # a signal that came while Python read the package's files is delivered at the package's first
+    # bytecodes: before the line that installs the early handler, it is still Python's
+    return all(f.endswith(f"fairshare{os.sep}__init__.py") and n < _EARLY_HANDLER_LINE for f, n in ours)
+
+
+_EARLY_HANDLER_LINE = next(
+    i
+    for i, line in enumerate((ROOT / "src" / "fairshare" / "__init__.py").read_text().splitlines(), 1)
+    if "_signal.signal(" in line
+)
 
 
 def _judge(sig: signal.Signals, delay: float, code: int, took: float, err: str) -> None:
