@@ -184,7 +184,15 @@ def _judge(sig: signal.Signals, delay: float, code: int, took: float, err: str) 
     assert code in (CODES[sig], 0, -sig), f"{where}: exit {code}: {err}"
     if code == CODES[sig]:
         assert err.rstrip("\n").splitlines()[-1].startswith(SAID[sig]), f"{where}: {err}"
-    assert took < 1.5, f"{where}: acted on after {took:.2f} s"
+    assert took < _bound(), f"{where}: acted on after {took:.2f} s"
+
+
+def _bound() -> float:
+    """1 s to act, plus the time to exit, on an idle machine; stretched by the machine's load per
+    CPU (a full garbage collection of a replay's heap holds the handler back for as long: on 2
+    CPUs at load 13, 2-6 s in 2 of 132 deliveries)."""
+    per_cpu = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return 1.5 * max(1.0, per_cpu)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
