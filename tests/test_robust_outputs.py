@@ -250,9 +250,9 @@ def test_the_swap_without_an_atomic_exchange_gives_the_same_result(
 def test_leftovers_of_a_killed_run_are_removed_or_restored_by_the_next_run(tmp_path: Path) -> None:
     out = tmp_path / "o"
     dead = 2**22 + 12345  # above the default pid_max: no process has it
-    (tmp_path / f".o.tmp-{dead}-abcd" / "x").mkdir(parents=True)
+    (tmp_path / f".o.tmp-{dead}-abcd0123" / "x").mkdir(parents=True)
     # killed between the two renames of a swap without exchange: OUT is missing, the old one hidden
-    old = tmp_path / f".o.old-{dead}-ef01"
+    old = tmp_path / f".o.old-{dead}-ef012345"
     assert invoke("compare", "--scenario", "eight-gpu", "--policies", "fifo", "--out", old).exit_code == 0
     res = invoke("compare", "--scenario", "eight-gpu", "--policies", "fairshare", "--out", out)
     assert res.exit_code == 0, res.output

@@ -13,7 +13,7 @@ the core alone (standard library only) and `fairshare check` does not pay for th
 
 from __future__ import annotations
 
-import signal as _signal
+import _signal  # type: ignore[import-not-found]  # the interpreter's own (already loaded): `signal` would import enum first
 import sys as _sys
 
 if _sys.argv[:1] and _sys.argv[0].rsplit("/", 1)[-1] == "fairshare":

@@ -5,6 +5,7 @@ command with its exit code and one line, never a traceback (README "Limits and b
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -41,15 +42,25 @@ def run(command: Callable[[], Any] | None) -> None:
             command()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int | str) or exc.code is None else 1
-    except (KeyboardInterrupt, interrupts.Terminated, Exception) as exc:
+        if code in (130, 143) or interrupts.received() is not None:
+            _end_now(code)
+    except (KeyboardInterrupt, interrupts.Terminated, Exception):
         sig = interrupts.received()
         if sig is None:  # not an interrupt: a bug, shown as Python shows it
             raise
-        del exc
         sys.stderr.write(f"{_SAID[sig]}: nothing unfinished was left behind\n")
-        code = _CODES[sig]
+        _end_now(_CODES[sig])
     interrupts.exit_on_signal(_flush)
     sys.exit(code)
+
+
+def _end_now(code: object) -> None:
+    """Interrupted: every `with` block has cleaned up. End now, while the exception still holds
+    the replay's objects: freeing millions of them (and the interpreter's own teardown) would
+    take seconds on a loaded machine."""
+    interrupts.exit_on_signal(_flush)
+    _flush()
+    os._exit(code if isinstance(code, int) else 1)
 
 
 if __name__ == "__main__":

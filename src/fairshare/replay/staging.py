@@ -374,10 +374,18 @@ def _remove_stale(out: Path) -> None:
             continue
         rest = entry.name[len(prefix) :]
         for kind in (_TMP, _OLD):
-            if rest.startswith(kind):
-                pid = rest[len(kind) :].split("-", 1)[0]
-                if pid.isdigit() and not _alive(int(pid)):
-                    leftovers.append((kind, entry))
+            # exactly the names a run gives them (`<pid>-<8 hex digits>`), real folders only
+            pid, _, tag = rest[len(kind) :].partition("-")
+            if (
+                rest.startswith(kind)
+                and pid.isdigit()
+                and len(tag) == 8
+                and not tag.strip("0123456789abcdef")
+                and entry.is_dir()
+                and not entry.is_symlink()
+                and not _alive(int(pid))
+            ):
+                leftovers.append((kind, entry))
     for kind, entry in sorted(leftovers):
         if kind == _OLD and not out.exists():
             os.rename(entry, out)

@@ -201,10 +201,13 @@ class ChartPool:
         interrupts.unwatch(self._health)
         if self._pool is None:
             return
+        # every chart asked for has been received by now: the workers hold nothing else, so they
+        # are killed outright (a worker still starting has SIGTERM blocked and would live on
+        # until its start ends: seconds on a loaded machine, which the exit would wait for)
         processes: dict[int, Any] = getattr(self._pool, "_processes", None) or {}
-        for p in list(processes.values()):  # every chart asked for has been received by now
+        for p in list(processes.values()):
             if p.exitcode is None:
-                p.terminate()
+                p.kill()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
