@@ -63,7 +63,7 @@ def phases(out: Path) -> list[tuple[str, float]]:
     """The window's `compare --policies fairshare`, step by step in this process as the CLI runs
     it (a chart worker started before the replay): (step, seconds)."""
     t = time.perf_counter()
-    from fairshare.cli import _window_options
+    from fairshare._cli_inputs import window_options
     from fairshare.replay.outputs import write_replay
     from fairshare.replay.results import Comparison
     from fairshare.replay.runner import inputs_from_trace, run_strategy
@@ -71,7 +71,7 @@ def phases(out: Path) -> list[tuple[str, float]]:
 
     steps = [("imports", time.perf_counter() - t)]
     t = time.perf_counter()
-    inputs = inputs_from_trace("philly", options=_window_options(JOBS, True, CLIP, True))
+    inputs = inputs_from_trace("philly", options=window_options(JOBS, True, CLIP, True))
     steps.append(("read and window the trace", time.perf_counter() - t))
     with ChartPool() as pool:
         t = time.perf_counter()

@@ -371,3 +371,48 @@ def test_no_process_of_the_sweep_outlives_it(swept: Path) -> None:
     out = subprocess.run(["pgrep", "-f", f"--out {swept}/"], capture_output=True, text=True, check=False)
     assert out.stdout.strip() == "", out.stdout
     assert os.path.exists(swept / "report.html")
+
+
+def test_a_sweep_of_a_site_folder_runs_each_variant_as_compare_from_its_own_site_folder(
+    tmp_path: Path,
+) -> None:
+    site = ROOT / "tests" / "data" / "site_small"
+    out = tmp_path / "out"
+    r = fairshare(
+        "sweep",
+        "--from",
+        str(site),
+        "--vary",
+        "window=3d",
+        "--policies",
+        "as-run,fairshare",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    spec = orjson.loads((out / "sweep.json").read_bytes())
+    cmd = shlex.split(spec["commands"]["v01"])
+    assert cmd[cmd.index("--from") + 1] == str(out.resolve() / "inputs" / "v01")
+    variant = out / "inputs" / "v01"
+    for name in ("workload.csv", "history.csv", "incumbent.yaml"):
+        assert (variant / name).read_bytes() == (site / name).read_bytes()
+    assert yaml.safe_load((variant / "policy.yaml").read_text())["window"] == "3d"
+    alone = tmp_path / "alone"
+    cmd[cmd.index("--out") + 1] = str(alone)
+    assert fairshare(*cmd[1:]).returncode == 0
+    for policy in ("as-run", "fairshare"):
+        assert (alone / policy / "events.jsonl").read_bytes() == (
+            out / "v01" / policy / "events.jsonl"
+        ).read_bytes()
+    r = fairshare(
+        "sweep",
+        "--from",
+        str(site),
+        "--trace",
+        "philly",
+        "--vary",
+        "window=3d",
+        "--out",
+        str(tmp_path / "o2"),
+    )
+    assert r.returncode == 2 and "--from" in r.stderr and r.stderr.count("\n") == 1

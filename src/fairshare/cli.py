@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ._cli_inputs import (
+    estimate_options,
+    file_inputs,
+    overstate_factors,
+    overstated,
+    source_options,
+    window_options,
+)
 from ._cli_runtime import BoundedInt, Main, progress
 from ._units import fmt_duration, instant
 from .core.strategies import STRATEGIES
@@ -22,7 +29,7 @@ from .inputs.slurmacct.cli import import_group as _import_commands
 from .replay.results import Comparison
 from .service.service_cli import register as register_service_commands
 from .slurm.slurm_cli import slurm as _slurm_commands
-from .sweep.command import register as register_sweep
+from .sweep.command import sweep as _sweep_command
 
 if TYPE_CHECKING:
     from .replay.runner import Inputs
@@ -165,226 +172,6 @@ def scenarios() -> None:
         click.echo(f"{name:<18} {text}")
 
 
-def _source_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The input options shared by compare and replay: files, formats, a named trace and its window."""
-    from .inputs.formats import CLUSTER_FORMATS, TRACES, WORKLOAD_FORMATS
-
-    options = [
-        click.option(
-            "--from",
-            "site",
-            type=click.Path(path_type=Path),
-            help="A site folder from `fairshare import slurm --out` (policy, cluster, workload, history, "
-            "incumbent settings; docs/own-cluster.md). Enables the as-run policy.",
-        ),
-        click.option(
-            "--trace",
-            help=f"A public trace under $FAIRSHARE_TRACES (default ../shared/traces): {', '.join(TRACES)}. "
-            "Its loader supplies a default policy and cluster unless --policy/--cluster are given.",
-        ),
-        click.option("--policy", "policy_path", type=click.Path(path_type=Path), help="Policy YAML."),
-        click.option(
-            "--cluster", type=click.Path(path_type=Path), help="Cluster file (see --cluster-format)."
-        ),
-        click.option(
-            "--workload", type=click.Path(path_type=Path), help="Workload file (see --workload-format)."
-        ),
-        click.option(
-            "--workload-format",
-            help=f"Format of --workload: {', '.join(WORKLOAD_FORMATS)} (default native: CSV or JSON Lines).",
-        ),
-        click.option(
-            "--cluster-format",
-            help=f"Format of --cluster: {', '.join(CLUSTER_FORMATS)} (default native: YAML).",
-        ),
-        click.option(
-            "--jobs",
-            "jobs_window",
-            metavar="FIRST:END",
-            help="Trace formats: replay jobs FIRST..END-1 in submit order (zero-based, END excluded).",
-        ),
-        click.option(
-            "--round-gpus", is_flag=True, help="Trace formats: round GPUs up to 1/2/4/8, above 8 to 8k."
-        ),
-        click.option(
-            "--clip-duration",
-            metavar="MIN:MAX",
-            help="Trace formats: clip run times to [MIN, MAX], e.g. 1s:24h (a side may be empty).",
-        ),
-        click.option(
-            "--repeat",
-            type=BoundedInt(1, limits.MAX_REPEAT),
-            default=1,
-            metavar="N",
-            show_default=True,
-            help="Trace formats: replay the window N times back to back (same arrival rate).",
-        ),
-        click.option(
-            "--rebase/--no-rebase",
-            default=True,
-            show_default=True,
-            help="Trace formats: the window's first arrival is t = 0 (else the file's first).",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def _estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """What the scheduler is told of run times: --overstate LOW:HIGH, and --forecast N."""
-    f = click.option(
-        "--overstate",
-        metavar="LOW:HIGH",
-        help="Declared run times (estimates, like Slurm time limits) are the true ones times a factor "
-        f"drawn per job from LOW..HIGH (log-uniform; e.g. 2:10; each from {limits.MIN_OVERSTATE:g} to "
-        f"{limits.MAX_OVERSTATE:g}, the estimate at most 10 years). Default: estimates as the "
-        "workload gives them (the true run time when absent).",
-    )(f)
-    return click.option(
-        "--forecast",
-        type=BoundedInt(0, limits.MAX_FORECAST),
-        default=0,
-        show_default=True,
-        metavar="N",
-        help="Forecast the start of about N jobs, sampled evenly, when they arrive, and report how far "
-        "the actual starts were (metrics.json 'forecast'; `explain` shows a job's). 0: off.",
-    )(f)
-
-
-def _overstate_factors(overstate: str | None) -> tuple[float, float] | None:
-    """--overstate LOW:HIGH checked (before any input is read): the factors, or None."""
-    if overstate is None:
-        return None
-    head, sep, tail = overstate.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        low, high = float(head), float(tail)
-    except ValueError:
-        raise InputError("--overstate", overstate, "expected LOW:HIGH factors, e.g. 2:10") from None
-    lo, hi = limits.MIN_OVERSTATE, limits.MAX_OVERSTATE
-    if not (lo <= low <= high <= hi):
-        raise InputError(
-            "--overstate", overstate, f"expected {lo:g} <= LOW <= HIGH <= {hi:g} (factors), e.g. 2:10"
-        )
-    return low, high
-
-
-def _overstated(inputs: Inputs, factors: tuple[float, float] | None, seed: int) -> Inputs:
-    """The inputs with estimates overstated per --overstate LOW:HIGH (None: as they are)."""
-    if factors is None:
-        return inputs
-    from .replay.runner import overstate_estimates
-
-    return overstate_estimates(inputs, *factors, seed)
-
-
-def _window_options(
-    jobs_window: str | None, round_gpus: bool, clip: str | None, rebase: bool, repeat: int = 1
-) -> Any:
-    from ._units import parse_duration
-    from .inputs.formats import TraceOptions
-
-    first, count = 0, None
-    if jobs_window is not None:
-        text = jobs_window.strip()
-        head, sep, tail = text.partition(":")
-        try:
-            if not sep:
-                raise ValueError
-            first = int(head) if head.strip() else 0
-            end = int(tail) if tail.strip() else None
-        except ValueError:
-            raise InputError(
-                "--jobs", jobs_window, "expected FIRST:END (zero-based, END excluded), e.g. 20000:36000"
-            ) from None
-        if first < 0 or (end is not None and end <= first):
-            raise InputError("--jobs", jobs_window, "expected 0 <= FIRST < END")
-        count = None if end is None else end - first
-    lo = hi = None
-    if clip is not None:
-        head, sep, tail = clip.partition(":")
-        try:
-            if not sep:
-                raise ValueError("expected MIN:MAX, e.g. 1s:24h")
-            lo = parse_duration(head) if head.strip() else None
-            hi = parse_duration(tail) if tail.strip() else None
-        except ValueError as exc:
-            raise InputError("--clip-duration", clip, str(exc)) from None
-        for side, x in (("MIN", lo), ("MAX", hi)):
-            if x is not None and not 0 < x <= limits.MAX_DURATION:
-                raise InputError(
-                    "--clip-duration",
-                    clip,
-                    f"{side} must be a run time above 0 and at most {limits.fmt_limit(limits.MAX_DURATION)}"
-                    f", got {fmt_duration(x) if x else '0s'}",
-                )
-        if lo is not None and hi is not None and hi < lo:
-            raise InputError("--clip-duration", clip, "MAX is below MIN")
-    return TraceOptions(
-        first=first, count=count, round_gpus=round_gpus, clip=(lo, hi), rebase=rebase, repeat=repeat
-    )
-
-
-def _file_inputs(
-    command: str,
-    trace: str | None,
-    policy_path: Path | None,
-    cluster: Path | None,
-    workload: Path | None,
-    workload_format: str | None,
-    cluster_format: str | None,
-    options: Any,
-    site: Path | None = None,
-) -> Any:
-    """Inputs from --from (a site folder), --trace, or --workload of any format, with
-    --policy/--cluster or the loader's defaults."""
-    from .inputs.formats import TraceOptions
-    from .replay.runner import inputs_from_files, inputs_from_sources, inputs_from_trace
-
-    if site is not None:
-        from .replay.site import inputs_from_site
-
-        others = (trace, policy_path, cluster, workload, workload_format, cluster_format)
-        return inputs_from_site(site, any(others) or options != TraceOptions())
-    if cluster_format is not None and cluster is None:
-        raise InputError("--cluster-format", cluster_format, "give the cluster file with --cluster")
-    if trace is not None:
-        if workload is not None or workload_format is not None:
-            raise InputError(
-                "--trace",
-                trace,
-                "use either --trace or --workload/--workload-format (a trace has its format)",
-            )
-        return inputs_from_trace(
-            trace,
-            policy=policy_path,
-            cluster=cluster,
-            cluster_format=cluster_format or "native",
-            options=options,
-        )
-    if workload is None or (workload_format in (None, "native") and not (policy_path and cluster)):
-        raise InputError(
-            command,
-            "",
-            "give --scenario, or all of --policy, --cluster and --workload, or --from DIR (a site "
-            "folder), or --trace NAME, or "
-            "--workload with a trace --workload-format (philly, openb)",
-        )
-    if workload_format is None and cluster_format is None and options == TraceOptions():
-        assert policy_path is not None and cluster is not None
-        return inputs_from_files(policy_path, cluster, workload)
-    return inputs_from_sources(
-        workload,
-        workload_format=workload_format or "native",
-        policy=policy_path,
-        cluster=cluster,
-        cluster_format=cluster_format or "native",
-        options=options,
-    )
-
-
 @main.command()
 @click.option("--scenario", help="A built-in scenario name, or 'all'.")
 @click.option(
@@ -395,7 +182,7 @@ def _file_inputs(
     show_default=True,
     help="Seed of the scenario generator.",
 )
-@_source_options
+@source_options
 @click.option(
     "--policies",
     default=DEFAULT_POLICIES,
@@ -403,7 +190,7 @@ def _file_inputs(
     help=f"Comma-separated, from: {', '.join(STRATEGIES)}, as-run (with --from).",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
-@_estimate_options
+@estimate_options
 @click.option("--require-gates", is_flag=True, help="Exit 1 when a fairshare rollout gate fails.")
 def compare(
     scenario: str | None,
@@ -441,9 +228,9 @@ def compare(
 
     try:
         names = check_policies(policies.split(","))
-        factors = _overstate_factors(overstate)
+        factors = overstate_factors(overstate)
         staged = StagedOutput(out, "compare")
-        options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
+        options = window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         jobs: list[tuple[str, Inputs]] = []  # (folder under OUT, inputs)
         if scenario is not None:
             if policy_path or cluster or workload or trace or site:
@@ -456,9 +243,9 @@ def compare(
                     raise InputError(
                         "--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})"
                     )
-                jobs.append((s, _overstated(inputs_from_scenario(SCENARIOS[s](seed)), factors, seed)))
+                jobs.append((s, overstated(inputs_from_scenario(SCENARIOS[s](seed)), factors, seed)))
         else:
-            inputs = _file_inputs(
+            inputs = file_inputs(
                 "compare",
                 trace,
                 policy_path,
@@ -469,7 +256,7 @@ def compare(
                 options,
                 site,
             )
-            inputs = _overstated(inputs, factors, seed)
+            inputs = overstated(inputs, factors, seed)
             _echo_notes(inputs.notes)
             jobs.append(("", inputs))
         stage = staged.begin()
@@ -529,7 +316,7 @@ def _echo_notes(notes: tuple[str, ...]) -> None:
 
 
 @main.command()
-@_source_options
+@source_options
 @click.option(
     "--policy-name",
     default="fairshare",
@@ -537,7 +324,7 @@ def _echo_notes(notes: tuple[str, ...]) -> None:
     help=f"The scheduling policy to replay, one of: {', '.join(STRATEGIES)}, as-run (with --from).",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
-@_estimate_options
+@estimate_options
 def replay(
     site: Path | None,
     trace: str | None,
@@ -569,13 +356,13 @@ def replay(
 
     try:
         names = check_policies([policy_name], "--policy-name")
-        factors = _overstate_factors(overstate)
+        factors = overstate_factors(overstate)
         staged = StagedOutput(out, "replay")
-        options = _window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
-        inputs = _file_inputs(
+        options = window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
+        inputs = file_inputs(
             "replay", trace, policy_path, cluster, workload, workload_format, cluster_format, options, site
         )
-        inputs = _overstated(inputs, factors, 1)
+        inputs = overstated(inputs, factors, 1)
         _echo_notes(inputs.notes)
         stage = staged.begin()
     except InputError as exc:
@@ -610,7 +397,7 @@ def explain(out: Path, job: str) -> None:
 
 
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)
-register_sweep(main, _source_options, _window_options)  # fairshare sweep (docs/decisions.md)
+main.add_command(_sweep_command)  # fairshare sweep (docs/decisions.md)
 
 if __name__ == "__main__":
     from .__main__ import run

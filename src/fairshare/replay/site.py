@@ -120,9 +120,16 @@ def incumbent_knobs(path: Path) -> tuple[dict[str, Any], tuple[dict[str, str], .
     return knobs, tuple(not_modelled), notes
 
 
-def inputs_from_site(folder: Path, other_inputs: bool = False) -> Inputs:
+def inputs_from_site(
+    folder: Path,
+    other_inputs: bool = False,
+    *,
+    policy_data: dict[str, Any] | None = None,
+    cluster_data: dict[str, Any] | None = None,
+) -> Inputs:
     """The inputs of a site folder, incumbent settings applied and history loaded (`other_inputs`:
-    the command line also gave inputs or trace options, an error)."""
+    the command line also gave inputs or trace options, an error). `policy_data`/`cluster_data`
+    stand in for policy.yaml/cluster.yaml (a sweep's variant, checked before it is written)."""
     if other_inputs:
         raise InputError(
             "--from",
@@ -135,14 +142,21 @@ def inputs_from_site(folder: Path, other_inputs: bool = False) -> Inputs:
     paths = {name: _need(folder, name) for name in FILES}
     knobs, not_modelled, notes = incumbent_knobs(paths["incumbent.yaml"])
     policy_path = paths["policy.yaml"]
-    raw = load_yaml(policy_path)
-    scheduling = raw.get("scheduling") if isinstance(raw.get("scheduling"), dict) else {}
+    raw = load_yaml(policy_path) if policy_data is None else policy_data
+    if not isinstance(raw, dict):
+        raise InputError(str(policy_path), "", "expected a mapping (a policy file)")
+    held = raw.get("scheduling")
+    scheduling: dict[str, Any] = held if isinstance(held, dict) else {}
     raw = {**raw, "scheduling": {**scheduling, **knobs}}
     policy = validate(Policy, raw, str(policy_path))
     tree = TreeIndex.build(policy.tree)
     cluster_path = paths["cluster.yaml"]
     cluster = build_cluster(
-        validate(ClusterSpec, load_yaml(cluster_path), str(cluster_path)), str(cluster_path), policy
+        validate(
+            ClusterSpec, load_yaml(cluster_path) if cluster_data is None else cluster_data, str(cluster_path)
+        ),
+        str(cluster_path),
+        policy,
     )
     review_warnings(policy, str(policy_path), cluster.epoch, f"before the epoch, {cluster.epoch.date()}")
     jobs = load_workload(paths["workload.csv"], policy, tree, cluster)

@@ -9,6 +9,8 @@ cluster when the user gave none (written out, so every variant's command can be 
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,11 +44,14 @@ class Source:
     clip_duration: str | None = None
     repeat: int = 1
     rebase: bool = True
+    site: Path | None = None  # --from: a site folder (`fairshare import slurm`)
 
     def shared_args(self) -> list[str]:
         """The compare options every variant keeps (paths made absolute: a variant may run on
         another host of a Slurm cluster, or from another folder)."""
         args: list[str] = []
+        if self.site is not None:
+            return args  # a variant is a site folder of its own (--from)
         if self.trace is not None:
             args += ["--trace", self.trace]
         if self.workload is not None:
@@ -88,6 +93,15 @@ class Base:
     def check(self, policy: dict[str, Any], cluster: dict[str, Any], where: str) -> int:
         """Validate a variant's files and its jobs against them (as compare would, errors naming
         `where`); the number of jobs."""
+        if self.source.site is not None:
+            from ..replay.site import inputs_from_site
+
+            where_site = f"{where}: {self.source.site}"
+            try:
+                n = len(inputs_from_site(self.source.site, policy_data=policy, cluster_data=cluster).jobs)
+            except InputError as exc:
+                raise InputError(f"{where_site}: {exc.where}", exc.at, exc.message) from None
+            return n
         pol = validate(Policy, policy, f"{where}: policy")
         tree = TreeIndex.build(pol.tree)
         spec = validate(ClusterSpec, cluster, f"{where}: cluster")
@@ -104,6 +118,18 @@ class Base:
 
 def resolve(source: Source, options: TraceOptions) -> Base:
     """The base files of a sweep from compare's source options (errors as compare gives them)."""
+    if source.site is not None:
+        others = (source.trace, source.policy_path, source.cluster, source.workload, source.workload_format)
+        if any(x is not None for x in others) or not options.is_default():
+            raise InputError(
+                "--from", str(source.site), "a site folder holds every input: give no other input"
+            )
+        policy, cluster = load_yaml(source.site / "policy.yaml"), load_yaml(source.site / "cluster.yaml")
+        if not isinstance(policy, dict) or not isinstance(cluster, dict):
+            raise InputError("--from", str(source.site), "policy.yaml and cluster.yaml must be mappings")
+        return Base(
+            source, policy, cluster, str(source.site / "policy.yaml"), str(source.site / "cluster.yaml"), None
+        )
     native = source.workload_format in (None, "native")
     if source.trace is None and source.workload is None:
         raise InputError(
@@ -155,9 +181,27 @@ def resolve(source: Source, options: TraceOptions) -> Base:
     return Base(source, policy, cluster, policy_where, cluster_where, loaded)
 
 
-def write_files(folder: Path, policy: dict[str, Any], cluster: dict[str, Any]) -> tuple[Path, Path]:
-    """A variant's policy.yaml and cluster.yaml (names that look like numbers quoted)."""
+#: A site folder's files a variant shares with its base (hard-linked where the file system allows).
+SITE_SHARED = ("workload.csv", "history.csv", "incumbent.yaml", "import.json")
+
+
+def write_files(
+    folder: Path, policy: dict[str, Any], cluster: dict[str, Any], site: Path | None = None
+) -> tuple[Path, Path]:
+    """A variant's policy.yaml and cluster.yaml (names that look like numbers quoted); for a site
+    source, the variant folder is a site folder: the other files are the base's (hard links, else
+    copies)."""
     folder.mkdir(parents=True, exist_ok=True)
+    for name in SITE_SHARED:
+        if site is None:
+            break
+        src, dst = site / name, folder / name
+        if not src.is_file() or dst.exists():
+            continue
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
     p, c = folder / "policy.yaml", folder / "cluster.yaml"
     p.write_text(dump_policy(policy), encoding="utf-8")
     c.write_text(yaml.safe_dump(cluster, sort_keys=False, allow_unicode=True), encoding="utf-8")

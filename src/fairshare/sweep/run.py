@@ -56,7 +56,7 @@ class Outcome:
 
 def command(argv: Sequence[str]) -> list[str]:
     """The process that runs `fairshare ARGV` with this installation's Python."""
-    return [sys.executable, "-m", "fairshare.cli", *argv]
+    return [sys.executable, "-m", "fairshare", *argv]
 
 
 def _open_log(log: Path, argv: Sequence[str]) -> BinaryIO:

@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ..errors import InputError
+from ..replay.outputs import read_listed, verified_folder
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -51,36 +54,44 @@ class Summary:
         return out
 
 
+def _listed(folder: Path, marker: dict[str, Any], name: str) -> bytes:
+    data = read_listed(folder, marker, name)
+    if data is None:
+        raise InputError(str(folder / "complete.json"), "files", f"lists no {name}")
+    return data
+
+
 def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else 0.0
 
 
 def summarize(folder: Path, variant: str, policy: str) -> Summary:
-    """The figures of the replay in `folder` (a compare's `<policy>/` folder)."""
-    metrics = orjson.loads((folder / "metrics.json").read_bytes())
+    """The figures of the replay in `folder` (a compare's `<policy>/` folder), every file read the
+    one its complete.json lists (size and SHA-256 checked; an InputError otherwise)."""
+    marker = verified_folder(folder, reading=("metrics.json", "events.jsonl"))
+    metrics = orjson.loads(_listed(folder, marker, "metrics.json"))
     submit: dict[str, float] = {}
     first: dict[str, float] = {}
     preempted_at: dict[str, float] = {}
     requeue: list[float] = []
     horizon = 0.0
     makespan = 0.0
-    with open(folder / "events.jsonl", "rb") as f:
-        for line in f:
-            e = orjson.loads(line)
-            kind, t = e["type"], float(e["t"])
-            if kind == "submit":
-                submit[e["job"]] = t
-            elif kind == "start":
-                job = e["job"]
-                first.setdefault(job, t)
-                if job in preempted_at:
-                    requeue.append(t - preempted_at.pop(job))
-            elif kind == "preempt":
-                preempted_at[e["job"]] = t
-            elif kind == "finish":
-                makespan = max(makespan, t)
-            elif kind == "end":
-                horizon = t
+    for line in _listed(folder, marker, "events.jsonl").splitlines():
+        e = orjson.loads(line)
+        kind, t = e["type"], float(e["t"])
+        if kind == "submit":
+            submit[e["job"]] = t
+        elif kind == "start":
+            job = e["job"]
+            first.setdefault(job, t)
+            if job in preempted_at:
+                requeue.append(t - preempted_at.pop(job))
+        elif kind == "preempt":
+            preempted_at[e["job"]] = t
+        elif kind == "finish":
+            makespan = max(makespan, t)
+        elif kind == "end":
+            horizon = t
     requeue += [horizon - t for t in preempted_at.values()]
     waits = [first.get(j, horizon) - s for j, s in submit.items()]
     if len(first) < len(submit):
