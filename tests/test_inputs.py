@@ -696,20 +696,15 @@ def test_compare_rejects_bad_input_and_writes_nothing(tmp_path: Path, case: Bad)
 
 def test_bad_input_keeps_earlier_results(tmp_path: Path) -> None:
     """A compare that fails on input leaves a previous output folder exactly as it was."""
-    files = write_inputs(tmp_path, workload=edit(WORKLOAD, "j2,60,", "j2,soon,"))
     out = tmp_path / "out"
-    (out / "fifo").mkdir(parents=True)
-    (out / "fifo" / "metrics.json").write_text('{"policy": "fifo"}\n')
-    (out / "report.html").write_text("<html>earlier</html>\n")
+    (tmp_path / "good").mkdir()
+    good = write_inputs(tmp_path / "good")
+    assert run_compare(good, out).exit_code == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    files = write_inputs(tmp_path, workload=edit(WORKLOAD, "j2,60,", "j2,soon,"))
     assert_input_error(run_compare(files, out), "jobs.csv", "line 3, column 2 (submit)", "expected a number")
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before
-    assert sorted(p.relative_to(out) for p in out.rglob("*")) == [
-        Path("fifo"),
-        Path("fifo/metrics.json"),
-        Path("report.html"),
-    ]
 
 
 def test_policy_errors_alone(tmp_path: Path) -> None:
