@@ -206,3 +206,33 @@ def test_the_shortcuts_are_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen.count(False) > 0 and seen.count(True) > 0
     assert any('"decision":"reserve"' in d for d in out.decisions)
     assert out.result.metrics["fragmented_gpu_h"] > 0
+
+
+def test_the_backfill_shortcuts_are_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """slurm-multifactor's comparison above means something: in one fast scenario the ranked visit
+    of best_single stops before the last node of the group, and gang sweeps find starts."""
+    fits: list[int] = []
+    pruned: list[bool] = []
+    gangs: list[bool] = []
+    real_fit, real_best, real_gang = NodeSpace._fit, NodeSpace.best_single, NodeSpace.earliest_gang
+
+    def fit(self: NodeSpace, *args: Any) -> float | None:
+        fits.append(1)
+        return real_fit(self, *args)
+
+    def best(self: NodeSpace, nodes: Sequence[int], *args: Any) -> tuple[float, int, int] | None:
+        before = len(fits)
+        out = real_best(self, nodes, *args)
+        pruned.append(len(fits) - before < len(nodes))
+        return out
+
+    def gang(self: NodeSpace, *args: Any) -> tuple[float, list[int]] | None:
+        out = real_gang(self, *args)
+        gangs.append(out is not None)
+        return out
+
+    monkeypatch.setattr(NodeSpace, "_fit", fit)
+    monkeypatch.setattr(NodeSpace, "best_single", best)
+    monkeypatch.setattr(NodeSpace, "earliest_gang", gang)
+    _replay("normal", "slurm-multifactor", False, monkeypatch)
+    assert pruned.count(True) > 0 and any(gangs)
