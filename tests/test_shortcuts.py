@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from fairshare.core.backfill import NodeSpace
 from fairshare.core.fairness import PassPriorities, priority
 from fairshare.core.model import JobRequest
 from fairshare.core.ordering import DebtOrder
@@ -88,6 +89,67 @@ def _fragmented_plain(self: Demand) -> float:
     return float(sum(sum(free_nodes[ty]) for ty in sorted(blocked)))
 
 
+def _best_single_plain(
+    self: NodeSpace, nodes: Sequence[int], g: int, d: float, latest: float, now: float, group: object = None
+) -> tuple[float, int, int] | None:
+    """Every node of `nodes` in order, each scanned from its first segment: the earliest start by
+    `latest` where g GPUs are free for d seconds, then the fewest free now, then the lowest index;
+    a node with exactly g free now ends the search (no ranking of the nodes, no pruning by it)."""
+    best: tuple[float, int, int] | None = None
+    for i in nodes:
+        times, free = self.times[i], self.free[i]
+        n, k = len(times), 0
+        while k < n and times[k] <= latest:
+            if free[k] < g:
+                k += 1
+                continue
+            j = k + 1
+            while j < n and times[j] < times[k] + d and free[j] >= g:
+                j += 1
+            if j >= n or times[j] >= times[k] + d:
+                cand = (times[k], free[0], i)
+                if best is None or cand < best:
+                    best = cand
+                break
+            k = j + 1
+        if best is not None and best[0] <= now and best[1] == g:
+            break
+    return best
+
+
+def _earliest_gang_plain(
+    self: NodeSpace,
+    nodes: Sequence[int],
+    k: int,
+    g: int,
+    d: float,
+    latest: float,
+    group: object = None,
+) -> tuple[float, list[int]] | None:
+    """Each window start in time order, every node checked against its windows afresh (no sweep,
+    no memo of the windows)."""
+    windows: dict[int, list[tuple[float, float]]] = {}
+    for i in nodes:
+        times, free = self.times[i], self.free[i]
+        n, j = len(times), 0
+        windows[i] = []
+        while j < n:
+            if free[j] < g:
+                j += 1
+                continue
+            a = times[j]
+            while j < n and free[j] >= g:
+                j += 1
+            b = times[j] if j < n else math.inf
+            if a <= latest and a + d <= b:
+                windows[i].append((a, b))
+    for t in sorted({a for w in windows.values() for a, _ in w}):
+        ok = [i for i in nodes if any(a <= t and t + d <= b for a, b in windows[i])]
+        if len(ok) >= k:
+            return t, ok
+    return None
+
+
 def _replay(scenario: str, policy: str, plain: bool, monkeypatch: pytest.MonkeyPatch) -> ReplayOutput:
     inputs = inputs_from_scenario(SCENARIOS[scenario](1))
     strategy = get_strategy(policy, inputs.policy.scheduling.preemption)
@@ -95,6 +157,8 @@ def _replay(scenario: str, policy: str, plain: bool, monkeypatch: pytest.MonkeyP
         monkeypatch.setattr(_Pass, "could_free", _could_free_always)
         monkeypatch.setattr(_Pass, "_hold_nodes", _hold_nodes_plain)
         monkeypatch.setattr(Demand, "fragmented_gpus", _fragmented_plain)
+        monkeypatch.setattr(NodeSpace, "best_single", _best_single_plain)
+        monkeypatch.setattr(NodeSpace, "earliest_gang", _earliest_gang_plain)
         real_init = _Pass.__init__
 
         def init(self: _Pass, *args: Any) -> None:
@@ -114,7 +178,7 @@ def _replay(scenario: str, policy: str, plain: bool, monkeypatch: pytest.MonkeyP
     return out
 
 
-@pytest.mark.parametrize("policy", ["fairshare", "priority-labels"])
+@pytest.mark.parametrize("policy", ["fairshare", "priority-labels", "slurm-multifactor"])
 @pytest.mark.parametrize("scenario", [*FAST, *SLOW])
 def test_shortcuts_give_the_same_replay_as_the_plain_computation(
     scenario: str, policy: str, monkeypatch: pytest.MonkeyPatch
@@ -142,3 +206,33 @@ def test_the_shortcuts_are_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen.count(False) > 0 and seen.count(True) > 0
     assert any('"decision":"reserve"' in d for d in out.decisions)
     assert out.result.metrics["fragmented_gpu_h"] > 0
+
+
+def test_the_backfill_shortcuts_are_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """slurm-multifactor's comparison above means something: in one fast scenario the ranked visit
+    of best_single stops before the last node of the group, and gang sweeps find starts."""
+    fits: list[int] = []
+    pruned: list[bool] = []
+    gangs: list[bool] = []
+    real_fit, real_best, real_gang = NodeSpace._fit, NodeSpace.best_single, NodeSpace.earliest_gang
+
+    def fit(self: NodeSpace, *args: Any) -> float | None:
+        fits.append(1)
+        return real_fit(self, *args)
+
+    def best(self: NodeSpace, nodes: Sequence[int], *args: Any) -> tuple[float, int, int] | None:
+        before = len(fits)
+        out = real_best(self, nodes, *args)
+        pruned.append(len(fits) - before < len(nodes))
+        return out
+
+    def gang(self: NodeSpace, *args: Any) -> tuple[float, list[int]] | None:
+        out = real_gang(self, *args)
+        gangs.append(out is not None)
+        return out
+
+    monkeypatch.setattr(NodeSpace, "_fit", fit)
+    monkeypatch.setattr(NodeSpace, "best_single", best)
+    monkeypatch.setattr(NodeSpace, "earliest_gang", gang)
+    _replay("normal", "slurm-multifactor", False, monkeypatch)
+    assert pruned.count(True) > 0 and any(gangs)

@@ -23,8 +23,9 @@ A gang's nodes are of one GPU type. Standard library only, like the rest of the 
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Protocol
 
 from .contract import overhead_of
@@ -66,6 +67,11 @@ class NodeSpace:
         # per node, per GPU count g: the first segment with at least g free (a memo, dropped when
         # the node's profile changes)
         self._first: dict[int, dict[int, int]] = {}
+        # per node, per g: its maximal windows [a, b) of at least g free (a memo, dropped likewise)
+        self._windows: dict[int, dict[int, list[tuple[float, float]]]] = {}
+        # per (group of nodes, g): the group's nodes ranked by the earliest time each has g free
+        # (a lower bound of any start there), kept up to date by `take`; see `best_single`
+        self._ranked: dict[tuple[Hashable, int], _Ranked] = {}
 
     def release(self, i: int, t: float, g: int) -> None:
         """g GPUs of node i come free at t (collected, then folded in by `seal`)."""
@@ -110,63 +116,161 @@ class NodeSpace:
         for k in range(a, b):
             free[k] -= g
         self._first.pop(i, None)
+        self._windows.pop(i, None)
+        for r in self._ranked.values():
+            if i in r.lb:
+                r.dirty.add(i)  # re-ranked when the ranking is next read
+
+    def _first_segment(self, i: int, g: int) -> int:
+        """Index of node i's first segment with at least g free (its segment count if none)."""
+        memo = self._first.get(i)
+        if memo is None:
+            memo = self._first[i] = {}
+        k = memo.get(g, -1)
+        if k < 0:
+            free = self.free[i]
+            n, k = len(free), 0
+            while k < n and free[k] < g:
+                k += 1
+            memo[g] = k
+        return k
+
+    def _lower_bound(self, i: int, g: int) -> float:
+        """The earliest time node i has g GPUs free (no start of g GPUs there is earlier)."""
+        k, times = self._first_segment(i, g), self.times[i]
+        return times[k] if k < len(times) else math.inf
+
+    def _ranking(self, group: Hashable, nodes: Sequence[int], g: int) -> _Ranked:
+        """The ranking of `group` (`nodes`) for g GPUs, brought up to date."""
+        r = self._ranked.get((group, g))
+        if r is None:
+            r = self._ranked[(group, g)] = _Ranked(self, nodes, g)
+        elif r.dirty:
+            ranked, lb = r.ranked, r.lb
+            for i in sorted(r.dirty):
+                del ranked[bisect.bisect_left(ranked, (lb[i], i))]
+                new = lb[i] = self._lower_bound(i, g)
+                bisect.insort(ranked, (new, i))
+            r.dirty.clear()
+        return r
+
+    def _fit(self, i: int, g: int, d: float, limit: float) -> float | None:
+        """The earliest start <= limit at which node i has g GPUs free for d seconds."""
+        times, free = self.times[i], self.free[i]
+        n, k = len(times), self._first_segment(i, g)
+        while k < n:
+            t0 = times[k]
+            if t0 > limit:
+                return None
+            if free[k] < g:
+                k += 1
+                continue
+            j = k + 1
+            end = t0 + d
+            while j < n and times[j] < end and free[j] >= g:
+                j += 1
+            if j >= n or times[j] >= end:
+                return t0
+            k = j + 1  # segment j is too full: no start at or before it fits
+        return None
 
     def best_single(
-        self, nodes: Iterable[int], g: int, d: float, latest: float, now: float
+        self, nodes: Sequence[int], g: int, d: float, latest: float, now: float, group: Hashable = None
     ) -> tuple[float, int, int] | None:
         """(start, GPUs free now, node): of `nodes` in order, the one where g GPUs are free for d
-        seconds soonest (by latest at the latest), then the fewest free now, then the first; a
-        node with exactly g free now ends the search."""
+        seconds soonest (by latest at the latest), then the fewest free now, then the lowest index;
+        but a node with exactly g free now wins outright, the first such in `nodes`' order.
+
+        `group` names `nodes` (the same name, the same nodes in the same order, within this space's
+        life): the nodes are then visited in the order of the earliest time each has g free, kept
+        ranked between calls, and the visit stops at the first node that cannot start before the
+        best start found. Without it every node is visited. Either way the answer is the same
+        (tests/test_shortcuts.py holds it to the plain scan)."""
         best: tuple[float, int, int] | None = None
+        perfect: tuple[int, tuple[float, int, int]] | None = None  # (position in nodes, candidate)
         limit = latest  # a later start than the best so far cannot win
-        first, times_of, free_of = self._first, self.times, self.free
-        for i in nodes:
-            times, free = times_of[i], free_of[i]
-            n = len(times)
-            memo = first.get(i)
-            if memo is None:
-                memo = first[i] = {}
-            k = memo.get(g, -1)
-            if k < 0:  # no start can come before the first segment with g free
-                k = 0
-                while k < n and free[k] < g:
-                    k += 1
-                memo[g] = k
-            while k < n:
-                t0 = times[k]
-                if t0 > limit:
-                    break
-                if free[k] < g:
-                    k += 1
-                    continue
-                j = k + 1
-                end = t0 + d
-                while j < n and times[j] < end and free[j] >= g:
-                    j += 1
-                if j >= n or times[j] >= end:
-                    cand = (t0, free[0], i)
-                    if best is None or cand < best:
-                        best, limit = cand, t0
-                    break
-                k = j + 1  # segment j is too full: no start at or before it fits
-            if best is not None and best[0] <= now and best[1] == g:
-                break  # a perfect fit now: nothing is better
-        return best
+        free_of = self.free
+        if group is None:
+            visit: Iterable[tuple[float, int]] = ((-math.inf, i) for i in nodes)
+            pos: dict[int, int] | None = None
+        else:
+            r = self._ranking(group, nodes, g)
+            visit, pos = r.ranked, r.pos
+        for p, (lb, i) in enumerate(visit):
+            if lb > limit:
+                break  # ranked: every node from here has g free only after the best start
+            t = self._fit(i, g, d, limit)
+            if t is None:
+                continue
+            cand = (t, free_of[i][0], i)
+            if t <= now and cand[1] == g:  # a perfect fit now: the first in `nodes` wins
+                at = p if pos is None else pos[i]
+                if pos is None:
+                    return cand
+                if perfect is None or at < perfect[0]:
+                    perfect = (at, cand)
+            if best is None or cand < best:
+                best, limit = cand, t
+        return perfect[1] if perfect is not None else best
 
     def earliest_gang(
-        self, nodes: Sequence[int], k: int, g: int, d: float, latest: float
+        self, nodes: Sequence[int], k: int, g: int, d: float, latest: float, group: Hashable = None
     ) -> tuple[float, list[int]] | None:
         """The earliest T <= latest at which k of `nodes` each have g GPUs free over [T, T + d),
         and every node of `nodes` that has them then.
 
         A node has them over [T, T + d) when T lies in one of its windows [a, b) (a maximal run of
-        segments with at least g free) with T + d <= b; so the earliest such T is a window's start."""
+        segments with at least g free) with T + d <= b; so the earliest such T is a window's start.
+        The nodes are added in the order of the earliest time each has g free (`group` as in
+        `best_single`), a node before any window start at or after that time. The window starts
+        are swept in time order with a heap of the open windows' ends: a window
+        leaves it once T + d > b, and a node has at most one window left in it (its windows are
+        disjoint and T >= the end of every earlier one), so the heap's size is the count of nodes
+        that have the GPUs at T."""
+        if group is None:
+            ranked: Sequence[tuple[float, int]] = [(-math.inf, i) for i in nodes]
+            pos: dict[int, int] = {i: p for p, i in enumerate(nodes)}
+        else:
+            r = self._ranking(group, nodes, g)
+            ranked, pos = r.ranked, r.pos
         windows: dict[int, list[tuple[float, float]]] = {}
-        starts: set[float] = set()
-        for i in nodes:
+        opening: list[tuple[float, float]] = []  # a heap of the added nodes' window starts
+        ends: list[float] = []  # a heap of the ends of the windows open at t
+        n, x = len(ranked), 0
+        while True:
+            # add every node that has g free at or before the next window start
+            while x < n and (not opening or ranked[x][0] <= opening[0][0]):
+                lb, i = ranked[x]
+                if lb > latest:
+                    x = n
+                    break
+                mine = [(a, b) for a, b in self.windows(i, g) if a <= latest and a + d <= b]
+                windows[i] = mine
+                for w in mine:
+                    heapq.heappush(opening, w)
+                x += 1
+            if not opening:
+                return None
+            t = opening[0][0]
+            while opening and opening[0][0] == t:
+                heapq.heappush(ends, heapq.heappop(opening)[1])
+            while ends and not t + d <= ends[0]:
+                heapq.heappop(ends)
+            if len(ends) >= k:
+                ok = [i for i, w in windows.items() if any(a <= t and t + d <= b for a, b in w)]
+                ok.sort(key=pos.__getitem__)
+                return t, ok
+
+    def windows(self, i: int, g: int) -> list[tuple[float, float]]:
+        """Node i's maximal windows [a, b) of segments with at least g free, in time order."""
+        memo = self._windows.get(i)
+        if memo is None:
+            memo = self._windows[i] = {}
+        mine = memo.get(g)
+        if mine is None:
             times, free = self.times[i], self.free[i]
             n, j = len(times), 0
-            mine: list[tuple[float, float]] = []
+            mine = memo[g] = []
             while j < n:
                 if free[j] < g:
                     j += 1
@@ -174,16 +278,28 @@ class NodeSpace:
                 a = times[j]
                 while j < n and free[j] >= g:
                     j += 1
-                b = times[j] if j < n else math.inf
-                if a <= latest and a + d <= b:
-                    mine.append((a, b))
-                    starts.add(a)
-            windows[i] = mine
-        for t in sorted(starts):
-            ok = [i for i in nodes if any(a <= t and t + d <= b for a, b in windows[i])]
-            if len(ok) >= k:
-                return t, ok
-        return None
+                mine.append((a, times[j] if j < n else math.inf))
+        return mine
+
+
+class _Ranked:
+    """A group of nodes ranked for g GPUs: (earliest time the node has g free, node), ascending;
+    `lb` the time per node, `pos` each node's position in the group's order."""
+
+    def __init__(self, space: NodeSpace, nodes: Sequence[int], g: int) -> None:
+        lb: dict[int, float] = {}
+        times_of, free_of, first = space.times, space.free, space._first
+        for i in nodes:
+            free = free_of[i]
+            if free[0] >= g:
+                lb[i] = times_of[i][0]
+                first.setdefault(i, {})[g] = 0
+            else:
+                lb[i] = space._lower_bound(i, g)
+        self.lb = lb
+        self.ranked = sorted((t, i) for i, t in lb.items())
+        self.pos = {i: p for p, i in enumerate(nodes)}
+        self.dirty: set[int] = set()  # nodes whose profile changed since they were ranked
 
 
 def limit_left(job: JobRequest, restarted: bool, kept: float) -> float:
@@ -252,6 +368,7 @@ def backfill(p: Pass) -> None:
     by_type: dict[int, list[int]] = {}
     for i in space.nodes():
         by_type.setdefault(index.node_type[i], []).append(i)
+    of_types: dict[tuple[int, ...], list[int]] = {}  # the nodes of some types, in that order
     while tested < knobs.bf_max_job_test and free_total > 0:
         nxt = order.next()
         if nxt is None:
@@ -265,19 +382,18 @@ def backfill(p: Pass) -> None:
         types = shape.types if shape.types is not None else range(len(index.types))
         g, k = shape.per_node, shape.nodes
         if k == 1:
-            nodes = (
-                by_type.get(types[0], [])
-                if len(types) == 1
-                else [i for ty in types for i in by_type.get(ty, ())]
-            )
-            best = space.best_single(nodes, g, d, latest, now)
+            group = tuple(types)
+            nodes = of_types.get(group)
+            if nodes is None:
+                nodes = of_types[group] = [i for ty in types for i in by_type.get(ty, ())]
+            best = space.best_single(nodes, g, d, latest, now, group)
             if best is None:
                 continue
             t, chosen = best[0], [best[2]]
         else:
             found: tuple[float, list[int]] | None = None  # one GPU type: the earliest over types
             for ty in types:
-                f = space.earliest_gang(by_type.get(ty, []), k, g, d, latest)
+                f = space.earliest_gang(by_type.get(ty, []), k, g, d, latest, (ty,))
                 if f is not None and (found is None or f[0] < found[0]):
                     found = f
             if found is None:
