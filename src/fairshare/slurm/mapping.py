@@ -1,7 +1,7 @@
 """From Slurm's terms to the engine's: leaves, classes and contracts, GPU types, charges.
 
 The result is plain frozen dataclasses the engine consumes (this module does not import it):
-`JobRequest` (a pending job's request), `RunningJob` (with start and allocation per node),
+`SlurmRequest` (a pending job's request), `RunningJob` (with start and allocation per node),
 `NodeView` (GPU type, count, state incl. drain), `UsageInterval` (one run's charge, for the
 ledger) and `UnmappedJob` (a job fairshare neither orders nor charges, with the reason).
 
@@ -53,7 +53,7 @@ class NodeView:
 
 
 @dataclass(frozen=True, slots=True)
-class JobRequest:
+class SlurmRequest:
     id: str  # str(slurm_id), the engine's job id
     slurm_id: int
     submit: float  # Slurm resets it on requeue; the engine keeps the first it saw
@@ -92,7 +92,7 @@ class NodeShare:
 
 @dataclass(frozen=True, slots=True)
 class RunningJob:
-    request: JobRequest
+    request: SlurmRequest
     start: float
     alloc: tuple[NodeShare, ...]
     charge: float  # GPU-equivalents held (charge per second)
@@ -133,7 +133,7 @@ class UsageInterval:
 @dataclass(frozen=True)
 class ClusterView:
     nodes: tuple[NodeView, ...]
-    pending: tuple[JobRequest, ...]
+    pending: tuple[SlurmRequest, ...]
     running: tuple[RunningJob, ...]
     unmapped: tuple[UnmappedJob, ...]
     notes: tuple[str, ...]
@@ -211,7 +211,7 @@ class Mapper:
             return by_qos
         return self.section.default_class
 
-    def request(self, j: SlurmJob) -> JobRequest | UnmappedJob:
+    def request(self, j: SlurmJob) -> SlurmRequest | UnmappedJob:
         def unmapped(reason: str) -> UnmappedJob:
             return UnmappedJob(j.job_id, j.account, j.user, j.state, reason)
 
@@ -256,7 +256,7 @@ class Mapper:
                 notes.append(f"requests GPU type {j.gpu_type!r}, which has no rate in the policy")
             gpu_types = (mapped or j.gpu_type,)
         mem = j.memory_mb / 1024 if self.count_memory and j.memory_mb is not None else None
-        return JobRequest(
+        return SlurmRequest(
             id=str(j.job_id),
             slurm_id=j.job_id,
             submit=float(j.submit_time),
@@ -300,7 +300,7 @@ class Mapper:
             total += charge_on(s.gpus, float(s.cpus) or None, per_node_mem, node, self.rates)
         return total
 
-    def running(self, j: SlurmJob, req: JobRequest, nodes: Mapping[str, NodeView]) -> RunningJob:
+    def running(self, j: SlurmJob, req: SlurmRequest, nodes: Mapping[str, NodeView]) -> RunningJob:
         shares = tuple(
             NodeShare(
                 a.node,

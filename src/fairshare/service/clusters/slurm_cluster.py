@@ -50,8 +50,7 @@ from ...core.snapshot import RunView
 from ...engine.nodes import NodeChange, plan_nodes
 from ...inputs.policy import Policy
 from ...slurm.comment import parse_comment
-from ...slurm.mapping import JobRequest as SlurmRequest
-from ...slurm.mapping import Mapper, NodeView, UnmappedJob
+from ...slurm.mapping import Mapper, NodeView, SlurmRequest, UnmappedJob
 from ...slurm.model import SlurmJob, SlurmNode, SlurmRun
 from ...slurm.priority import Band
 from ...slurm.slurm_errors import SlurmError
