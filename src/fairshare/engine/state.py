@@ -37,7 +37,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from ..core.contract import latest_start, overhead_of
+from ..core.contract import latest_start, overhead_of, protected_until
 from ..core.model import TIME_EPS, JobRequest
 from ..core.placement import Alloc, FreeIndex
 from ..core.scheduler import deadline_due, may_be_victim
@@ -314,7 +314,9 @@ class EngineState:
         self._from_pending(job)
         for i, g in alloc:
             self.fleet.change_free(i, -g)
-        view = RunView(job, t, alloc, charge, overhead_of(job, st.starts > 0), st.kept, t + job.protected)
+        view = RunView(
+            job, t, alloc, charge, overhead_of(job, st.starts > 0), st.kept, protected_until(t, job)
+        )
         st.starts += 1
         self.running[job_id] = view
         self.by_leaf.setdefault(job.leaf, {})[job_id] = view

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .._units import fmt_duration
+from ..core.contract import protected_until, protection
 from ..core.model import Node, charge_on
 from ..inputs.policy import JobClass, Policy
 from .accounts import AccountMap, section_of
@@ -230,12 +231,11 @@ class Mapper:
                 "or set slurm.default_class in the policy"
             )
         cls: JobClass = self.policy.classes[cls_name]
-        asked = comment.protect if comment.protect is not None else cls.protected
-        capped = asked > cls.protected_cap
-        protected = min(asked, cls.protected_cap)
+        protected, capped = protection(comment.protect, cls.protected, cls.protected_cap)
         if capped:
+            asked = fmt_duration(comment.protect if comment.protect is not None else cls.protected)
             cap = fmt_duration(protected)
-            notes.append(f"protect {fmt_duration(asked)} capped to {cap} by class {cls_name}'s max_protected")
+            notes.append(f"protect {asked} capped to {cap} by class {cls_name}'s max_protected")
         resumable = cls.resumable if comment.resumable is None else comment.resumable
         checkpoint = comment.checkpoint if comment.checkpoint is not None else (cls.checkpoint or 0.0)
         if resumable and not checkpoint > 0:
@@ -312,7 +312,7 @@ class Mapper:
         )
         start = float(j.start_time if j.start_time is not None else j.submit_time)
         mem = j.memory_mb if self.count_memory else None
-        return RunningJob(req, start, shares, self.charge(shares, mem, nodes), start + req.protected)
+        return RunningJob(req, start, shares, self.charge(shares, mem, nodes), protected_until(start, req))
 
     def view(self, nodes: Iterable[SlurmNode], jobs: Iterable[SlurmJob]) -> ClusterView:
         notes: list[str] = []

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...core.contract import checkpointed
+from ...core.contract import checkpointed, protected_until
 from ...core.model import TIME_EPS, Node
 from ...core.snapshot import Preempt, Start
 from ...slurm.mapping import Mapper, NodeView
@@ -207,8 +207,9 @@ class SlurmActions:
             j = jobs.get(int(p.job)) if p.job.isdigit() else None
             if rv is None or j is None or j.state not in NOW_RUNNING or j.start_time is None:
                 return f"job {p.job} no longer runs"
-            if rv.protected_until > t + TIME_EPS or j.start_time + rv.job.protected > t + TIME_EPS:
-                until = max(rv.protected_until, j.start_time + rv.job.protected)
+            slurms = protected_until(j.start_time, rv.job)  # by Slurm's start of the run
+            if rv.protected_until > t + TIME_EPS or slurms > t + TIME_EPS:
+                until = max(rv.protected_until, slurms)
                 return f"job {p.job} is inside its protected window (until {until:.0f})"
         if preemptor is None or group[0].reason in ("drain", "no_progress"):
             return None
