@@ -74,6 +74,7 @@ class SlurmRequest:
     checkpoint: float  # 0 when not resumable
     restore: float
     deadline: float | None  # Unix seconds
+    asked_deadline: float | None  # the job's own (sbatch --deadline or its comment), no class default
     partition: str
     qos: str
     held: bool
@@ -243,12 +244,14 @@ class Mapper:
                 "resumable without a checkpoint interval (add checkpoint=...): treated as not resumable"
             )
             resumable = False
+        asked_deadline: float | None = None
         if j.deadline is not None:
-            deadline: float | None = float(j.deadline)
+            asked_deadline = float(j.deadline)
         elif comment.deadline is not None:
-            deadline = j.submit_time + comment.deadline
-        else:
-            deadline = j.submit_time + cls.deadline if cls.deadline is not None else None
+            asked_deadline = j.submit_time + comment.deadline
+        deadline = asked_deadline
+        if deadline is None and cls.deadline is not None:
+            deadline = j.submit_time + cls.deadline
         gpu_types: tuple[str, ...] | None = None
         if j.gpu_type is not None:
             mapped = self.gpu_type(j.gpu_type)
@@ -276,6 +279,7 @@ class Mapper:
             checkpoint=checkpoint if resumable else 0.0,
             restore=comment.restore if comment.restore is not None else cls.restore,
             deadline=deadline,
+            asked_deadline=asked_deadline,
             partition=j.partition,
             qos=j.qos,
             held=j.held,

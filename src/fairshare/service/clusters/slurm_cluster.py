@@ -49,7 +49,6 @@ from ...core.model import TIME_EPS, Node
 from ...core.snapshot import Preempt, RunView, Start
 from ...engine.nodes import NodeChange, plan_nodes
 from ...inputs.policy import Policy
-from ...slurm.comment import parse_comment
 from ...slurm.mapping import Mapper, NodeView, SlurmRequest, UnmappedJob
 from ...slurm.model import SlurmJob, SlurmNode, SlurmRun
 from ...slurm.priority import Band
@@ -137,7 +136,7 @@ class SlurmCluster:
     def resume(self, t: float) -> None:
         self.resumed = t
 
-    def submit(self, job: str, spec: Mapping[str, Any], t: float) -> float:
+    def submit(self, job: str, spec: Mapping[str, Any], t: float, by: str = "api") -> float:
         raise ServiceError("submit to Slurm with sbatch: fairshare orders the jobs Slurm has")
 
     def act(
@@ -342,13 +341,9 @@ class SlurmCluster:
             del self.missing[job]
 
     def _spec(self, req: SlurmRequest, j: SlurmJob | None, now: float) -> dict[str, Any]:
-        """The job as a workload row (FORMATS.md): the loop resolves it with the replay's rules."""
-        deadline = None
-        if j is not None and j.deadline is not None:
-            deadline = float(j.deadline)
-        elif j is not None:
-            c = parse_comment(j.comment, self.mapper.section.comment_prefix)
-            deadline = None if c.deadline is None else j.submit_time + c.deadline
+        """The job as a workload row (FORMATS.md): the loop resolves it with the replay's rules
+        (the class's deadline among them: only the job's own deadline is passed on)."""
+        deadline = req.asked_deadline if j is not None else None
         spec: dict[str, Any] = {
             "group": req.leaf,
             "class": req.cls,

@@ -34,12 +34,14 @@ from typing import Any
 
 import orjson
 
+from ...core.model import JobRequest
 from ...core.scheduler import decide
 from ...core.snapshot import Decisions, Preempt, Start
 from ...engine.events import Event
 from ...engine.forecast import forecast_starts
 from ...errors import InputError
 from ...inputs.policy import Policy
+from ...inputs.workload import Job
 from ..clusters.backend import (
     Backend,
     Cancelled,
@@ -362,14 +364,14 @@ class SchedulerLoop:
             self.keys[i] = o.key
         self.seen[o.key] = o.t
 
-    def _request(self, job_id: str, spec: Mapping[str, Any], t: float) -> Any:
+    def _request(self, job_id: str, spec: Mapping[str, Any], t: float) -> JobRequest:
         e = self.engine
         assert e is not None and self.requests is not None
         if self.requests.nodes != e.serving_nodes():  # the cluster's nodes changed
             self.requests = Requests(e.serving_nodes())
         return self.requests.build(self.policy(e.policy_sha), job_id, spec, t).request
 
-    def build_truth_job(self, job_id: str, spec: Mapping[str, Any], t: float) -> Any:
+    def build_truth_job(self, job_id: str, spec: Mapping[str, Any], t: float) -> Job:
         """(demo) An API submission resolved against the policy in force, with its truth."""
         assert self.requests is not None
         e = self.engine
