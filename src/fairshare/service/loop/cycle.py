@@ -14,7 +14,7 @@ A cycle at `now` (the injected clock: real time, or real time x speed for the de
        (preempted, started) and usage, committed in turn
     6. publish a view for the API; sleep until the engine's or the cluster's next instant
 
-Restart rebuilds the engine from the database alone (journal replay, liveengine.replay) and asks
+Restart rebuilds the engine from the database alone (journal replay, live_engine.replay) and asks
 the cluster what happened since the last committed instant: a start the cluster made before the
 crash comes back as an observation (never repeated: the cluster refuses to start a running job),
 a start it did not make is decided again. A second process on the same database (no writer lock)
