@@ -56,7 +56,7 @@ def create_app(
     if live is not None:
         from .metrics import make_registry
 
-        registry, hist = make_registry(lambda: live.view)
+        registry, hist = make_registry(lambda: live.view, live.loop)
         app.state.metrics_registry = registry
         live.loop.on_pass.append(hist.observe)
     error_handlers.install(app)

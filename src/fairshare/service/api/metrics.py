@@ -15,14 +15,16 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..loop.cycle import SchedulerLoop
 from ..loop.views import H, NodeRow, View
 
 PASS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
 class ViewCollector(Collector):
-    def __init__(self, view: Callable[[], View]) -> None:
+    def __init__(self, view: Callable[[], View], loop: SchedulerLoop | None = None) -> None:
         self.view = view
+        self.loop = loop
 
     def collect(self) -> Iterator[Metric]:
         v = self.view()
@@ -60,7 +62,7 @@ class ViewCollector(Collector):
             ("gpus", "GPUs in the cluster", float(v.gpus_total)),
             ("gpus_busy", "GPUs allocated", float(v.gpus_busy)),
             ("queue_length", "Pending jobs in the whole queue", float(len(v.order))),
-            ("view_lag_seconds", "Clock minus the engine's last instant", max(0.0, v.now - v.t)),
+            ("view_lag_seconds", "Clock now minus the served view's engine instant (seconds)", self._lag(v)),
         ):
             yield GaugeMetricFamily(f"fairshare_{name}", doc, value=value)
         waits: dict[str, list[float]] = {}
@@ -81,14 +83,36 @@ class ViewCollector(Collector):
             "fairshare_passes", "Scheduling passes", value=float(status.get("passes", 0))
         )
         yield CounterMetricFamily("fairshare_cycles", "Loop cycles", value=float(status.get("cycles", 0)))
+        loop = self.loop
+        role = loop.role if loop is not None else v.role
         yield GaugeMetricFamily(
-            "fairshare_writer", "1 when this process runs the scheduler loop", value=float(v.role == "writer")
+            "fairshare_writer", "1 when this process runs the scheduler loop", value=float(role == "writer")
         )
+        if loop is not None:
+            h = loop.health
+            yield CounterMetricFamily(
+                "fairshare_loop_errors",
+                "Errors of the scheduler loop (cycles that failed)",
+                value=h.errors_total,
+            )
+            yield GaugeMetricFamily(
+                "fairshare_last_pass_timestamp_seconds",
+                "Unix time of the loop's last completed cycle (0: none yet)",
+                value=h.last_ok or 0.0,
+            )
+
+    def _lag(self, v: View) -> float:
+        """How far the served view is behind the clock now (not behind the view's own instant:
+        a view that stopped moving shows its whole lag)."""
+        now = self.loop.clock() if self.loop is not None else v.now
+        return max(0.0, now - v.t) if v.t > 0 else 0.0
 
 
-def make_registry(view: Callable[[], View]) -> tuple[CollectorRegistry, Histogram]:
+def make_registry(
+    view: Callable[[], View], loop: SchedulerLoop | None = None
+) -> tuple[CollectorRegistry, Histogram]:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ViewCollector(view))
+    registry.register(ViewCollector(view, loop))
     hist = Histogram(
         "fairshare_pass_duration_seconds",
         "Duration of a scheduling pass (decide with explain, apply)",

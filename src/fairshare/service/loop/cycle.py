@@ -23,6 +23,7 @@ follows the journal read-only and serves the same views; it takes over when the 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -63,6 +64,7 @@ from ..storage.store import Store
 from ..timefmt import iso
 from . import retention
 from .checkpoint import Checkpoints
+from .health import LoopHealth
 from .inforce import apply_exceptions, apply_policy
 from .live_engine import SETUP, LiveEngine, Setup, new_engine, replay
 from .requests import CrashPoints, Requests
@@ -133,6 +135,7 @@ class SchedulerLoop:
         self.requests: Requests | None = None
         self.policy_note: dict[str, Any] | None = None  # a stored version the ledger cannot take
         self.error: str | None = None
+        self.health = LoopHealth()  # last completed cycle, last error, errors (/healthz, /metrics)
         self.unavailable = 0  # consecutive cycles the cluster could not be read
         self.retry = False  # the cluster did not take all of the last pass: pass again
         self.last_cycle = -math.inf
@@ -493,6 +496,7 @@ class SchedulerLoop:
             "policy_not_applied": self.policy_note,
             "error": self.error,
             "cluster_retries": self.unavailable,
+            **self.health.as_json(self.opt.poll_s),
         }
 
     # ------------------------------------------------------------------ running
@@ -533,6 +537,7 @@ class SchedulerLoop:
                         if self.catch_up():
                             self._reader_order()
                             self._forecast()
+                        self.health.ok()
                         self.publish(force=True)
                         stop.wait(self.opt.follow_s)
                         continue
@@ -545,12 +550,13 @@ class SchedulerLoop:
                         self.unavailable += 1
                         self.error = f"cluster unavailable: {exc.message}"
                         log.warning("%s (retry %d)", self.error, self.unavailable)
+                        self._failed(self.error)
                         self.publish(force=True)
                         stop.wait(min(self.opt.retry_max_s, 2.0 ** min(self.unavailable - 1, 10)))
                         forced = True
                         continue
-                    if self.unavailable:
-                        self.unavailable, self.error = 0, None
+                    self.unavailable, self.error = 0, None
+                    self.health.ok()
                     self.last_cycle = self.wall()
                     continue
                 self.publish(force=self.wall() - self.last_publish >= self.opt.refresh_s)
@@ -567,8 +573,20 @@ class SchedulerLoop:
                     log.exception("scheduler loop error")
                 self.error = f"{type(exc).__name__}: {exc}"
                 self._reset()
+                self._failed(self.error)
+                # the last view stays (its data as of its instant), its status says what fails
+                self.view = dataclasses.replace(self.view, role=self.role, status=self.status())
                 stop.wait(wait)
         self._reset()
+
+    def _failed(self, error: str) -> None:
+        """Count the error; audit it once (`loop_error`), not at every retry."""
+        if not self.health.failed(error):
+            return
+        try:
+            self.store.commit(audit_records=[AuditRecord(self.clock(), "loop_error", None, {"error": error})])
+        except Exception:  # the database may be what fails: the log and /api/status still say it
+            log.exception("could not audit the loop's error")
 
     def _reset(self) -> None:
         """Drop the in-memory state and the lock: the next round rebuilds from the database."""
