@@ -8,7 +8,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -91,6 +93,55 @@ def test_a_failing_loop_shows_in_healthz_status_metrics_and_one_audit_record(
                 status = client.get("/api/status", headers=h).json()["loop"]
                 assert status["error"] is None and status["healthy"] is True
                 assert "driver bug" in status["last_error"]  # still shown, with its time
+        finally:
+            stop.set()
+            loop.wake.set()
+            th.join(15)
+
+
+def test_an_exception_that_breaks_the_pass_is_set_aside_named_and_the_loop_goes_on(
+    db_url: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stands in for an exception the engine cannot take (before issue 18 an extra share of 1e16 made
+    every pass fail): the engine's apply raises while an exception of extra share 777 is in force."""
+    from fairshare.service.loop import cycle, inforce
+
+    real = inforce.apply_exceptions
+
+    def breaking(e: Any, pol: Any, stored: Any, now: float, audits: Any) -> None:
+        if any(x.extra_share == 777.0 and x.active(now) for x in stored):
+            raise ZeroDivisionError("float division by zero")
+        real(e, pol, stored, now, audits)
+
+    monkeypatch.setattr(cycle, "apply_exceptions", breaking)
+    fake = FakeCluster(FAKE_NODES)
+    with Store.open(db_url, clock) as store:
+        with store.write() as tx:
+            portfolio.put_policy(tx, POLICY, "test")
+            good = portfolio.create_exception(tx, "ml/vision", 5.0, clock.t + 86400, "a", "fine", "test")
+        opts = LoopOptions(speed=0, forecast_s=0.0, publish_s=0.0, poll_s=0.1, refresh_s=0.1)
+        loop = SchedulerLoop(store, lambda: fake, clock, opts)
+        stop = threading.Event()
+        th = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+        th.start()
+        try:
+            assert _until(lambda: loop.health.last_ok is not None)
+            with store.write() as tx:
+                bad = portfolio.create_exception(tx, "ml/nlp", 777.0, clock.t + 86400, "a", "breaks", "test")
+            loop.wake.set()
+            assert _until(lambda: bool(loop.health.set_aside))
+            assert loop.health.set_aside[0]["exception"] == bad.id
+            assert "ZeroDivisionError" in loop.health.set_aside[0]["error"]
+            assert _until(lambda: loop.role == "writer" and loop.error is None and loop.health.repeats == 0)
+            with store.read() as tx:
+                assert not portfolio.get_exception(tx, bad.id).active(tx.now)
+                assert portfolio.get_exception(tx, good.id).active(tx.now)  # the others stay
+                ended = [r for r in audit.query(tx, limit=None) if r.decision == "exception_expired"]
+            assert len(ended) == 1 and ended[0].evidence["exception"] == bad.id
+            assert (
+                "set aside" in ended[0].evidence["reason"]
+                and "ZeroDivisionError" in ended[0].evidence["reason"]
+            )
         finally:
             stop.set()
             loop.wake.set()

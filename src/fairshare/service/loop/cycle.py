@@ -136,6 +136,8 @@ class SchedulerLoop:
         self.policy_note: dict[str, Any] | None = None  # a stored version the ledger cannot take
         self.error: str | None = None
         self.health = LoopHealth()  # last completed cycle, last error, errors (/healthz, /metrics)
+        self.seen_exceptions: set[int] = set()  # stored exceptions in force at the last cycle's pass
+        self.ok_exceptions: set[int] | None = None  # ... at the last cycle that completed
         self.unavailable = 0  # consecutive cycles the cluster could not be read
         self.retry = False  # the cluster did not take all of the last pass: pass again
         self.last_cycle = -math.inf
@@ -387,6 +389,7 @@ class SchedulerLoop:
         with self.store.read() as tx:
             cur = portfolio.current_policy(tx)
             stored = portfolio.list_exceptions(tx, "all")
+        self.seen_exceptions = {x.id for x in stored if x.active(now)}
         self.policy_note = apply_policy(e, cur, self.policy, self.policy_note, now, audits)
         apply_exceptions(e, self.policy(e.policy_sha), stored, now, audits)
 
@@ -550,13 +553,14 @@ class SchedulerLoop:
                         self.unavailable += 1
                         self.error = f"cluster unavailable: {exc.message}"
                         log.warning("%s (retry %d)", self.error, self.unavailable)
-                        self._failed(self.error)
+                        self.health.report(self.store, self.clock(), self.error)
                         self.publish(force=True)
                         stop.wait(min(self.opt.retry_max_s, 2.0 ** min(self.unavailable - 1, 10)))
                         forced = True
                         continue
                     self.unavailable, self.error = 0, None
                     self.health.ok()
+                    self.ok_exceptions = self.seen_exceptions
                     self.last_cycle = self.wall()
                     continue
                 self.publish(force=self.wall() - self.last_publish >= self.opt.refresh_s)
@@ -573,20 +577,14 @@ class SchedulerLoop:
                     log.exception("scheduler loop error")
                 self.error = f"{type(exc).__name__}: {exc}"
                 self._reset()
-                self._failed(self.error)
+                self.health.report(self.store, self.clock(), self.error)
+                if self.ok_exceptions is not None and not isinstance(exc, ClusterUnavailable):
+                    suspects = self.seen_exceptions - self.ok_exceptions
+                    self.health.set_aside_exception(self.store, suspects, self.error)
                 # the last view stays (its data as of its instant), its status says what fails
                 self.view = dataclasses.replace(self.view, role=self.role, status=self.status())
                 stop.wait(wait)
         self._reset()
-
-    def _failed(self, error: str) -> None:
-        """Count the error; audit it once (`loop_error`), not at every retry."""
-        if not self.health.failed(error):
-            return
-        try:
-            self.store.commit(audit_records=[AuditRecord(self.clock(), "loop_error", None, {"error": error})])
-        except Exception:  # the database may be what fails: the log and /api/status still say it
-            log.exception("could not audit the loop's error")
 
     def _reset(self) -> None:
         """Drop the in-memory state and the lock: the next round rebuilds from the database."""
