@@ -232,3 +232,30 @@ def test_remaining_and_latest_start_use_the_estimate_not_the_work() -> None:
     # restarted with 500 kept: restore 30 + 3000 - 500 = 2530; latest 7470
     assert remaining(j.request, restarted=True, kept=500.0) == 2530.0
     assert latest_start(j.request, restarted=True, kept=500.0) == 7470.0
+
+
+PROTECTION = [
+    # (asked, class default, class cap) -> (window, capped)
+    ("the class default", None, 900.0, 1800.0, (900.0, False)),
+    ("asked below the cap", 600.0, 900.0, 1800.0, (600.0, False)),
+    ("asked at the cap", 1800.0, 900.0, 1800.0, (1800.0, False)),
+    ("asked over the cap", 3600.0, 900.0, 1800.0, (1800.0, True)),
+    ("a default over its cap", None, 3600.0, 1800.0, (1800.0, True)),
+    ("no protection asked", 0.0, 900.0, 1800.0, (0.0, False)),
+]
+
+
+@pytest.mark.parametrize(
+    ("asked", "default", "cap", "expected"),
+    [row[1:] for row in PROTECTION],
+    ids=[row[0] for row in PROTECTION],
+)
+def test_protection_is_the_window_asked_or_the_class_default_cut_to_the_cap(
+    asked: float | None, default: float, cap: float, expected: tuple[float, bool]
+) -> None:
+    assert contract.protection(asked, default, cap) == expected
+
+
+def test_a_run_is_protected_until_its_start_plus_its_window() -> None:
+    job = a_request(protected=900.0)
+    assert contract.protected_until(100.0, job) == 1000.0

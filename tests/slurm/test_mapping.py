@@ -11,7 +11,7 @@ import pytest
 from fairshare.inputs._validation import validate
 from fairshare.inputs.policy import Policy
 from fairshare.slurm.comment import parse_comment
-from fairshare.slurm.mapping import JobRequest, Mapper, UnmappedJob, memory_is_allocated
+from fairshare.slurm.mapping import Mapper, SlurmRequest, UnmappedJob, memory_is_allocated
 from fairshare.slurm.model import Gres, NodeAlloc, SlurmJob, SlurmNode, SlurmRun
 from fairshare.slurm.parse import parse_jobs, parse_nodes
 
@@ -81,9 +81,9 @@ def job(job_id: int = 1, account: str = "product", **kw: Any) -> SlurmJob:
     return dataclasses.replace(base, **kw)
 
 
-def req(m: Mapper, j: SlurmJob) -> JobRequest:
+def req(m: Mapper, j: SlurmJob) -> SlurmRequest:
     r = m.request(j)
-    assert isinstance(r, JobRequest), r
+    assert isinstance(r, SlurmRequest), r
     return r
 
 

@@ -33,7 +33,7 @@ from .placement import Alloc, Shape, Tentative, place
 from .snapshot import Hold, HoldReason, Snapshot, Start
 
 
-class Pass(Protocol):
+class BackfillPass(Protocol):
     """What the slurm phase reads of, and does to, the scheduling pass (scheduler._Pass)."""
 
     s: Snapshot
@@ -191,7 +191,7 @@ def limit_left(job: JobRequest, restarted: bool, kept: float) -> float:
     return max(1.0, overhead_of(job, restarted) + max(0.0, job.estimate - kept))
 
 
-def slurm(p: Pass) -> None:
+def slurm(p: BackfillPass) -> None:
     """The main scheduler, then (when due) a backfill cycle."""
     s = p.s
     if p.view.total_avail() <= 0:
@@ -217,7 +217,7 @@ def slurm(p: Pass) -> None:
         backfill(p)
 
 
-def _space(p: Pass) -> NodeSpace:
+def _space(p: BackfillPass) -> NodeSpace:
     """Free GPUs now (the main scheduler's starts taken) and when the runs' time limits end."""
     s = p.s
     now, index, view, knobs = s.now, s.index, p.view, s.knobs
@@ -239,7 +239,7 @@ def _space(p: Pass) -> NodeSpace:
     return space
 
 
-def backfill(p: Pass) -> None:
+def backfill(p: BackfillPass) -> None:
     """One backfill cycle: every tested job starts now or reserves its earliest start."""
     s = p.s
     knobs, index, now = s.knobs, s.index, s.now

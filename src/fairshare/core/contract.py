@@ -3,6 +3,8 @@
 FORMATS.md "Runs and progress", from the request alone (the simulator's truth — the real run time
 and hang point — is in fairshare.replay.truth):
 
+  protection  the window asked (or the class's default), cut to the class's cap; a run is
+              protected from preemption for ordering until start + that window.
   overhead    `startup` on the first start and on every restart of a non-resumable job (it starts
               over from zero); `restore` on every restart of a resumable job.
   progress    max(0, time since start − overhead); a run reported hung stops progressing then.
@@ -16,8 +18,26 @@ and hang point — is in fairshare.replay.truth):
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 from .model import JobRequest
+
+
+class _Protects(Protocol):
+    @property
+    def protected(self) -> float: ...
+
+
+def protection(asked: float | None, default: float, cap: float) -> tuple[float, bool]:
+    """A job's protected window from what it asked (None: its class's default) and its class's cap:
+    (the window, whether the cap cut it)."""
+    window = default if asked is None else asked
+    return min(window, cap), window > cap
+
+
+def protected_until(start: float, job: _Protects) -> float:
+    """The end of the protected window of a run started at `start`."""
+    return start + job.protected
 
 
 def overhead_of(job: JobRequest, restarted: bool) -> float:

@@ -1,9 +1,9 @@
 """The scheduling core: `decide(snapshot, strategy) -> Decisions`, a pure function.
 
-One pass runs the strategy's phases, by name (Strategy.phases), on a private tentative view of
-free capacity:
-  forced     runs on nodes whose drain deadline has come (`drain`, every policy) and, with the
-             watchdog, runs that made no progress for their class's max_stall (`no_progress`);
+One pass runs the strategy's phases (Strategy.phases, from its flags), on a private tentative view
+of free capacity:
+  forced     runs on nodes whose drain deadline has come (`drain`) and, the hang watchdog, runs that
+             made no progress for their class's max_stall (`no_progress`), under every policy;
   deadlines  (fairshare) a pending job whose deadline is near (latest start − slack reached) and
              still feasible starts first, preempting any run past its protected window if that is
              what makes it placeable (`deadline`);
@@ -47,7 +47,7 @@ from .snapshot import (
     Start,
 )
 from .strategies import Strategy
-from .victims import DEADLINE, FAST_LANE, NoVictims, could_free, find_victims, num
+from .victims import DEADLINE, FAST_LANE, VictimRule, could_free, find_victims, num
 
 EPS = TIME_EPS
 
@@ -137,23 +137,22 @@ class _Pass:
                 hit = sorted(i for i, _ in r.alloc if i in s.drain_due)
                 if hit:
                     self.preempt(r, "drain", None, {"nodes": [s.index.nodes[i].name for i in hit]})
-        if self.strategy.watchdog:
-            for jid in s.hung:
-                r = s.running[jid]
-                if (
-                    r.hung_since is not None
-                    and jid not in self.gone
-                    and s.now - r.hung_since >= r.job.max_stall - STALL_EPS
-                ):
-                    self.preempt(
-                        r,
-                        "no_progress",
-                        None,
-                        {"no_progress_since": r.hung_since, "max_stall_s": r.job.max_stall},
-                    )
+        for jid in s.hung:  # the hang watchdog, under every strategy
+            r = s.running[jid]
+            if (
+                r.hung_since is not None
+                and jid not in self.gone
+                and s.now - r.hung_since >= r.job.max_stall - STALL_EPS
+            ):
+                self.preempt(
+                    r,
+                    "no_progress",
+                    None,
+                    {"no_progress_since": r.hung_since, "max_stall_s": r.job.max_stall},
+                )
 
     # ------------------------------------------------------------------ victims
-    def _may_preempt(self, job: JobRequest, rule: NoVictims) -> bool:
+    def _may_preempt(self, job: JobRequest, rule: VictimRule) -> bool:
         """Whether `job` may search for victims under a budgeted rule now: the rule preempts, the
         pass has attempts left, and the job is not in backoff after finding no victims (backoff
         ends early when a run the rule could take left its protected window since)."""
@@ -178,7 +177,7 @@ class _Pass:
             lost = self.lost[r.job.id] = lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.hung_since)
         return lost
 
-    def try_preempting(self, job: JobRequest, rule: NoVictims, evidence: dict[str, Any]) -> bool:
+    def try_preempting(self, job: JobRequest, rule: VictimRule, evidence: dict[str, Any]) -> bool:
         if rule.budgeted:
             if not self._may_preempt(job, rule):
                 return False  # no rule, attempts used up, or in backoff; deadlines are exempt from both

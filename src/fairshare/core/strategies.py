@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from .fairness import PassPriorities
 from .ordering import (
@@ -44,7 +44,7 @@ from .ordering import (
     submit_order,
 )
 from .snapshot import QueueKey, Snapshot
-from .victims import NO_VICTIMS, RULES, NoVictims
+from .victims import NO_VICTIMS, RULES, VictimRule
 
 
 class Order(Protocol):
@@ -59,18 +59,35 @@ OrderFactory = Callable[[Snapshot, set[str], PassPriorities], Order]  # prio: th
 
 @dataclass(frozen=True)
 class Strategy:
+    """A named ordering and what comes with it. The flags say what the strategy does; its pass's
+    phases (`phases`, run by scheduler.decide in this order) follow from them: `forced` always
+    (drains, the hang watchdog), `deadlines` with `deadline_reservation`, `fast_lane` with
+    `fast_lane`, then Slurm's main scheduler and backfill (`slurm`) with `slurm_scheduler`, else
+    the strategy's order with its victim rule and reservations (`ordered`)."""
+
     name: str
     order: OrderFactory
     rank: Callable[[Snapshot], list[str]]  # the whole queue as if each job started (decide's explain)
-    victims: NoVictims  # the victim rule (fairshare.core.victims)
-    watchdog: bool  # preempt hung jobs after max_stall (no_progress)
-    deadline_reservation: bool
+    victims: VictimRule  # the victim rule (fairshare.core.victims)
+    deadline_reservation: bool  # deadline-class jobs start (or reserve) by their latest start
     gang_reservation: bool
-    usage_model: Literal["window", "decay"] = "window"  # which ledger the driver keeps
-    phases: tuple[str, ...] = ("forced", "ordered")  # scheduler.PHASES, in order
+    fast_lane: bool = False  # knobs.fast_classes run in a lane of their own; the engine keeps its queue
+    slurm_scheduler: bool = False  # Slurm's main scheduler and backfill; the engine keeps its cadence
+    decayed_usage: bool = False  # the driver also keeps Slurm's half-life-decayed usage
     leaf_order: bool = False  # the engine orders a leaf's queues by knobs.leaf_order
+    preemption_knob: bool = False  # knobs.preemption "none" turns its victim rule off
     max_preempt_attempts: int = 4
     max_victim_candidates: int = 512
+    phases: tuple[str, ...] = field(init=False)  # scheduler.PHASES, in order (from the flags)
+
+    def __post_init__(self) -> None:
+        phases = ["forced"]
+        if self.deadline_reservation:
+            phases.append("deadlines")
+        if self.fast_lane:
+            phases.append("fast_lane")
+        phases.append("slurm" if self.slurm_scheduler else "ordered")
+        object.__setattr__(self, "phases", tuple(phases))
 
 
 def _fifo(snap: Snapshot, skip: set[str], prio: PassPriorities) -> Order:
@@ -95,18 +112,17 @@ STRATEGIES: dict[str, Strategy] = {
         _debt,
         rank_debt,
         RULES["over_served"],
-        watchdog=True,
         deadline_reservation=True,
         gang_reservation=True,
-        phases=("forced", "deadlines", "fast_lane", "ordered"),
+        fast_lane=True,
         leaf_order=True,
+        preemption_knob=True,
     ),
     "fifo": Strategy(
         "fifo",
         _fifo,
         rank_submit,
         NO_VICTIMS,
-        watchdog=True,
         deadline_reservation=False,
         gang_reservation=False,
     ),
@@ -115,7 +131,6 @@ STRATEGIES: dict[str, Strategy] = {
         _labels,
         rank_labels,
         RULES["lower_label"],
-        watchdog=True,
         deadline_reservation=False,
         gang_reservation=False,
     ),
@@ -124,21 +139,19 @@ STRATEGIES: dict[str, Strategy] = {
         _multifactor,
         rank_multifactor,
         NO_VICTIMS,
-        watchdog=True,
         deadline_reservation=False,
         gang_reservation=False,
-        usage_model="decay",
-        phases=("forced", "slurm"),
+        slurm_scheduler=True,
+        decayed_usage=True,
     ),
     "slurm-multifactor-firstfit": Strategy(
         "slurm-multifactor-firstfit",
         _multifactor,
         rank_multifactor,
         NO_VICTIMS,
-        watchdog=True,
         deadline_reservation=False,
         gang_reservation=False,
-        usage_model="decay",
+        decayed_usage=True,
     ),
 }
 
@@ -148,6 +161,6 @@ def get_strategy(name: str, preemption: str = "over_served") -> Strategy:
         s = STRATEGIES[name]
     except KeyError:
         raise KeyError(f"unknown policy {name!r} (known: {', '.join(STRATEGIES)})") from None
-    if name == "fairshare" and preemption == "none":
+    if s.preemption_knob and preemption == "none":
         return dataclasses.replace(s, victims=NO_VICTIMS)
     return s

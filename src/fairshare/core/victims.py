@@ -38,7 +38,7 @@ from .snapshot import PreemptReason, RunView, Snapshot
 EPS = TIME_EPS
 
 
-class Pass(Protocol):
+class SearchPass(Protocol):
     """What a victim search reads of the scheduling pass it runs in (scheduler._Pass)."""
 
     s: Snapshot
@@ -66,39 +66,64 @@ def over_served(node: int, used: Sequence[float], owed: Sequence[float]) -> bool
     return used[node] > owed[node] + EPS
 
 
-class NoVictims:
-    """Never preempts for ordering (fifo, slurm-multifactor; fairshare with preemption: none)."""
+class VictimRule(Protocol):
+    """A strategy's victim rule: which runs a pending job may preempt, and how a search weighs them
+    (`find_victims` asks it). NoVictims never preempts; the others are below."""
 
-    name = "none"
-    tiers = False  # whether `tier` ranks candidates before their lost work
-    filters_runs = False  # whether `admits` can refuse a run (else it is not asked)
-    preempts = False
-    reason: PreemptReason = "fair_share"  # never used
-    budgeted = True
+    name: str
+    tiers: bool  # whether `tier` ranks candidates before their lost work
+    filters_runs: bool  # whether `admits` can refuse a run (else it is not asked)
+    preempts: bool
+    reason: PreemptReason
+    budgeted: bool  # whether a search under it counts against the pass's attempts and backoff
+
+    def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool: ...
+    def new_victims(self, p: SearchPass, job: JobRequest, failed: float) -> bool: ...
+    def leaf_cap(self, p: SearchPass, job: JobRequest, leaf: int) -> float | None: ...
+    def admits(self, p: SearchPass, job: JobRequest, run: RunView) -> bool: ...
+    def accept(self, p: SearchPass, job: JobRequest, victims: Sequence[RunView]) -> bool: ...
+    def evidence(self, p: SearchPass, job: JobRequest, run: RunView) -> dict[str, Any]: ...
+    def tier(self, p: SearchPass, job: JobRequest, run: RunView) -> int: ...
+
+
+class _TakesNothing:
+    """What a victim rule does where it says nothing else: it takes no run."""
+
+    tiers = False
+    filters_runs = False
 
     def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
         return False
 
-    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: SearchPass, job: JobRequest, failed: float) -> bool:
         return False
 
-    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
+    def leaf_cap(self, p: SearchPass, job: JobRequest, leaf: int) -> float | None:
         return None
 
-    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: SearchPass, job: JobRequest, run: RunView) -> bool:
         return False
 
-    def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+    def accept(self, p: SearchPass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         return False
 
-    def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+    def evidence(self, p: SearchPass, job: JobRequest, run: RunView) -> dict[str, Any]:
         return {}
 
-    def tier(self, p: Pass, job: JobRequest, run: RunView) -> int:
+    def tier(self, p: SearchPass, job: JobRequest, run: RunView) -> int:
         return 0
 
 
-class AnyPastProtection(NoVictims):
+class NoVictims(_TakesNothing):
+    """Never preempts for ordering (fifo, slurm-multifactor; fairshare with preemption: none)."""
+
+    name = "none"
+    preempts = False
+    reason: PreemptReason = "fair_share"  # never used
+    budgeted = True
+
+
+class AnyPastProtection(_TakesNothing):
     """An urgent deadline job may take any run past its protected window (`deadline`). With the
     flip guard on (knobs.flip_guard > 0) it takes its own team's runs first, then other teams'
     whose team did not take a run of its team by fair-share preemption within the guard, then the
@@ -111,20 +136,20 @@ class AnyPastProtection(NoVictims):
     budgeted = False
     tiers = True
 
-    def tier(self, p: Pass, job: JobRequest, run: RunView) -> int:
+    def tier(self, p: SearchPass, job: JobRequest, run: RunView) -> int:
         anc = p.s.tree.leaf_ancestors
         a, b = anc[job.leaf][-1], anc[run.job.leaf][-1]  # the two teams
         if a == b:
             return 0
         return 2 if p.s.took_from and flip_guarded(p, a, b) else 1  # tiers only with the guard on
 
-    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
+    def leaf_cap(self, p: SearchPass, job: JobRequest, leaf: int) -> float | None:
         return math.inf
 
-    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: SearchPass, job: JobRequest, run: RunView) -> bool:
         return True
 
-    def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+    def accept(self, p: SearchPass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         return True
 
 
@@ -139,10 +164,10 @@ class LowerLabel(AnyPastProtection):
     def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
         return True
 
-    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: SearchPass, job: JobRequest, failed: float) -> bool:
         return any(t > failed for t in p.s.victims_at)
 
-    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: SearchPass, job: JobRequest, run: RunView) -> bool:
         return run.job.label_rank > job.label_rank
 
 
@@ -157,20 +182,20 @@ class FastLane(AnyPastProtection):
     reason: PreemptReason = "fair_share"
     budgeted = True
 
-    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: SearchPass, job: JobRequest, failed: float) -> bool:
         return any(t > failed for t in p.s.victims_at)
 
-    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
+    def leaf_cap(self, p: SearchPass, job: JobRequest, leaf: int) -> float | None:
         return math.inf if leaf == job.leaf else None
 
-    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: SearchPass, job: JobRequest, run: RunView) -> bool:
         return run.job.gpus <= job.gpus and run.job.cls not in p.s.knobs.fast_classes
 
-    def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+    def evidence(self, p: SearchPass, job: JobRequest, run: RunView) -> dict[str, Any]:
         return {"fast_lane_preemption": True}
 
 
-def flip_guarded(p: Pass, mine: int, theirs: int) -> bool:
+def flip_guarded(p: SearchPass, mine: int, theirs: int) -> bool:
     """The flip guard (knobs.flip_guard G > 0): side `mine` may not take from side `theirs` when
     `theirs` took a run of `mine` by fair-share preemption less than G ago; reversing it would be a
     flip-flop (docs/formats.md)."""
@@ -179,7 +204,7 @@ def flip_guarded(p: Pass, mine: int, theirs: int) -> bool:
     return t is not None and s.now - t < s.knobs.flip_guard
 
 
-class OverServed(NoVictims):
+class OverServed(_TakesNothing):
     """fairshare: a job may take a run of another group whose side, at the children of the two
     leaves' lowest common ancestor, is over-served, has the lower priority, and stays at least
     as well served as the taker's side after the exchange (fairness.may_take_from), unless the
@@ -194,13 +219,13 @@ class OverServed(NoVictims):
         # a run's side against any taker is its leaf or one of its ancestors
         return any(over_served(a, used, owed) for a in ancestors)
 
-    def new_victims(self, p: Pass, job: JobRequest, failed: float) -> bool:
+    def new_victims(self, p: SearchPass, job: JobRequest, failed: float) -> bool:
         return any(
             t > failed and leaf != job.leaf and self._may_take_side(p, job, leaf)
             for leaf, t in enumerate(p.s.victims_at)
         )
 
-    def _sides(self, p: Pass, taker: JobRequest, leaf: int) -> tuple[Side, Side, int, int]:
+    def _sides(self, p: SearchPass, taker: JobRequest, leaf: int) -> tuple[Side, Side, int, int]:
         mine, theirs = p.s.tree.sides(taker.leaf, leaf)
         owed = p.s.owed
         return (
@@ -210,7 +235,7 @@ class OverServed(NoVictims):
             theirs,
         )
 
-    def _may_take_side(self, p: Pass, job: JobRequest, leaf: int) -> bool:
+    def _may_take_side(self, p: SearchPass, job: JobRequest, leaf: int) -> bool:
         """Whether the exchange could let `job` take a run of `leaf` at all: the victim's side is
         over-served, below the taker's in priority, and stays at least as well served as the
         taker would be after taking a victim of zero charge (the real charge only makes it harder)."""
@@ -225,7 +250,7 @@ class OverServed(NoVictims):
             >= service_ratio(used[mine] + job.charge, owed[mine])
         )
 
-    def leaf_cap(self, p: Pass, job: JobRequest, leaf: int) -> float | None:
+    def leaf_cap(self, p: SearchPass, job: JobRequest, leaf: int) -> float | None:
         """None for the job's own group and for a leaf even a victim of zero charge could not be
         taken from (_may_take_side, inlined: this runs for every leaf of every search); else the
         largest victim charge the exchange condition allows on its own:
@@ -245,10 +270,10 @@ class OverServed(NoVictims):
             return used[theirs] - taker_after * owed[theirs] + EPS
         return math.inf
 
-    def admits(self, p: Pass, job: JobRequest, run: RunView) -> bool:
+    def admits(self, p: SearchPass, job: JobRequest, run: RunView) -> bool:
         return True
 
-    def accept(self, p: Pass, job: JobRequest, victims: Sequence[RunView]) -> bool:
+    def accept(self, p: SearchPass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         """The exchange condition victim by victim, least lost first, with what the set already
         took from each side."""
         taken: dict[int, float] = {}
@@ -260,7 +285,7 @@ class OverServed(NoVictims):
             taken[theirs] = extra + r.charge
         return True
 
-    def evidence(self, p: Pass, job: JobRequest, run: RunView) -> dict[str, Any]:
+    def evidence(self, p: SearchPass, job: JobRequest, run: RunView) -> dict[str, Any]:
         taker, victim, mine, theirs = self._sides(p, job, run.job.leaf)
         paths = p.s.tree.paths
         return {
@@ -276,7 +301,7 @@ class OverServed(NoVictims):
 NO_VICTIMS = NoVictims()
 DEADLINE = AnyPastProtection()
 FAST_LANE = FastLane()
-RULES: dict[str, NoVictims] = {r.name: r for r in (NO_VICTIMS, OverServed(), LowerLabel())}
+RULES: dict[str, VictimRule] = {r.name: r for r in (NO_VICTIMS, OverServed(), LowerLabel())}
 
 
 def num(x: float) -> float | str:
@@ -287,7 +312,7 @@ def num(x: float) -> float | str:
 
 
 # ---------------------------------------------------------------------- the search
-def candidates(p: Pass, job: JobRequest, rule: NoVictims) -> list[RunView]:
+def candidates(p: SearchPass, job: JobRequest, rule: VictimRule) -> list[RunView]:
     """Runs the rule allows `job` to preempt now (unordered: see `cheapest`). Under every rule, a
     job preempted knobs.preempt_budget times already (any reason) is no candidate: it runs to its
     end (LSF's MAX_JOB_PREEMPT)."""
@@ -324,7 +349,7 @@ TIER_COST = 1e15  # GPU-seconds: a rule's tier outweighs any lost work (rule.tie
 
 
 def cheapest(
-    p: Pass, runs: list[RunView], job: JobRequest | None = None, rule: NoVictims | None = None
+    p: SearchPass, runs: list[RunView], job: JobRequest | None = None, rule: VictimRule | None = None
 ) -> list[tuple[float, str, RunView]]:
     """The candidates a search considers: least cost first, at most max_victim_candidates. The
     cost is the lost work, plus TIER_COST per tier under a rule that ranks its candidates."""
@@ -343,7 +368,7 @@ def cheapest(
     return out[: p.strategy.max_victim_candidates]
 
 
-def could_free(p: Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
+def could_free(p: SearchPass, shape: Shape, job: JobRequest, runs: list[RunView]) -> bool:
     """Whether taking every candidate would give `shape.nodes` nodes of one allowed type
     `shape.per_node` available GPUs each: a necessary condition for any victim set, checked
     before the lost work of each candidate is computed (most searches fail here)."""
@@ -368,7 +393,7 @@ def could_free(p: Pass, shape: Shape, job: JobRequest, runs: list[RunView]) -> b
     return False
 
 
-def find_victims(p: Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunView], Alloc, int] | None:
+def find_victims(p: SearchPass, job: JobRequest, rule: VictimRule) -> tuple[list[RunView], Alloc, int] | None:
     """Victims whose GPUs make `job` placeable, at the least lost work.
 
     Node-centric: for every node of an allowed type, the cheapest victims on it that free enough
@@ -424,7 +449,7 @@ def find_victims(p: Pass, job: JobRequest, rule: NoVictims) -> tuple[list[RunVie
 
 
 def _cheapest_on_node(
-    p: Pass, job: JobRequest, shape: Shape, node: int, on_it: Sequence[tuple[float, str, RunView]]
+    p: SearchPass, job: JobRequest, shape: Shape, node: int, on_it: Sequence[tuple[float, str, RunView]]
 ) -> tuple[float, int, list[RunView]] | None:
     """(lost work, node, victims): the cheapest candidates on one node that free room for one
     member of the job (none needed when it has room already); None when they cannot."""

@@ -91,8 +91,8 @@ def reconfigure(e: EngineState, setup: EngineSetup) -> Reconfigured:
     if e.strategy.name in STRATEGIES:  # the preemption switch is a knob
         e.strategy = get_strategy(e.strategy.name, setup.knobs.preemption)
     s = e.strategy
-    e.fast = frozenset(setup.knobs.fast_classes) if "fast_lane" in s.phases else frozenset()
-    e.backfills = "slurm" in s.phases
+    e.fast = frozenset(setup.knobs.fast_classes) if s.fast_lane else frozenset()
+    e.backfills = s.slurm_scheduler
     e.keyed = s.leaf_order and setup.knobs.leaf_order != "submit"
     if rates_changed:
         e.fleet.rerate([e.rates.get(n.gpu_type, 1.0) for n in e.nodes])

@@ -37,7 +37,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from ..core.contract import latest_start, overhead_of
+from ..core.contract import latest_start, overhead_of, protected_until
 from ..core.model import TIME_EPS, JobRequest
 from ..core.placement import Alloc, FreeIndex
 from ..core.scheduler import deadline_due, may_be_victim
@@ -103,7 +103,7 @@ class EngineState:
         self.ledger = Ledger(n, setup.window)
         self.decay = (
             DecayLedger(n, self.knobs.decay_half_life, self.knobs.decay_period)
-            if strategy.usage_model == "decay"
+            if strategy.decayed_usage
             else None
         )
         self.last_hold: dict[str, str] = {}  # job -> the hold reason last audited
@@ -112,8 +112,8 @@ class EngineState:
         # the flip guard: (taker side, victim side) -> the last fair-share preemption between them
         self.took_from: dict[tuple[int, int], float] = {}
         self.fast_q: list[tuple[int, str]] = []  # pending jobs of the fast classes, by (seq, job)
-        self.fast = frozenset(self.knobs.fast_classes) if "fast_lane" in strategy.phases else _NONE_S
-        self.backfills = "slurm" in strategy.phases  # slurm-multifactor's backfill cadence
+        self.fast = frozenset(self.knobs.fast_classes) if strategy.fast_lane else _NONE_S
+        self.backfills = strategy.slurm_scheduler  # slurm-multifactor's backfill cadence
         self.keyed = strategy.leaf_order and self.knobs.leaf_order != "submit"  # leaf sort keys
         self.last_backfill = -math.inf
         self.backfill_wake = -math.inf  # the backfill timer set last
@@ -314,7 +314,9 @@ class EngineState:
         self._from_pending(job)
         for i, g in alloc:
             self.fleet.change_free(i, -g)
-        view = RunView(job, t, alloc, charge, overhead_of(job, st.starts > 0), st.kept, t + job.protected)
+        view = RunView(
+            job, t, alloc, charge, overhead_of(job, st.starts > 0), st.kept, protected_until(t, job)
+        )
         st.starts += 1
         self.running[job_id] = view
         self.by_leaf.setdefault(job.leaf, {})[job_id] = view

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._units import fmt_duration
+from ..core.contract import protection
 from ..core.model import LABELS, JobRequest, Node, charge_on
 from ..core.tree import TreeIndex
 from ..errors import InputError, warn
@@ -321,10 +322,7 @@ class WorkloadBuilder:
 
     def _contract(self, row: Row, cls: JobClass) -> tuple[float, bool, bool, float]:
         """Protection (capped by the class, and whether it was), resumable and checkpoint."""
-        asked = row.duration("protected")
-        protected = cls.protected if asked is None else asked
-        capped = protected > cls.protected_cap
-        protected = min(protected, cls.protected_cap)
+        protected, capped = protection(row.duration("protected"), cls.protected, cls.protected_cap)
         resumable = row.boolean("resumable")
         resumable = cls.resumable if resumable is None else resumable
         checkpoint = row.duration("checkpoint")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.contract import checkpointed, overhead_of
+from ..core.contract import checkpointed, overhead_of, protected_until
 from ..core.model import STALL_EPS
 from ..inputs.workload import Job
 
@@ -42,11 +42,11 @@ def hangs_in_run(job: Job, kept: float, stall_done: bool) -> bool:
 def plan_run(job: Job, t0: float, kept: float, restarted: bool, stall_done: bool) -> RunPlan:
     req = job.request
     overhead = overhead_of(req, restarted)
-    protected_until = t0 + req.protected
+    until = protected_until(t0, req)
     if hangs_in_run(job, kept, stall_done):
         assert job.stall_after is not None
-        return RunPlan(overhead, None, t0 + overhead + (job.stall_after - kept), protected_until)
-    return RunPlan(overhead, t0 + overhead + (job.work - kept), None, protected_until)
+        return RunPlan(overhead, None, t0 + overhead + (job.stall_after - kept), until)
+    return RunPlan(overhead, t0 + overhead + (job.work - kept), None, until)
 
 
 def run_progress(

@@ -19,9 +19,9 @@ from .commands import Completed, Runner, SubprocessRunner, failure, job_outcome
 from .model import (
     ACTIVE_STATES,
     Action,
+    ActionOutcome,
     ActionResult,
     Association,
-    Outcome,
     Qos,
     SlurmJob,
     SlurmNode,
@@ -215,7 +215,7 @@ class CliBackend:
         state = self.job_state(job_id)
         if state is not None and state in RUNNING_STATES:
             return None
-        outcome: Outcome = "vanished" if state is None or state not in ACTIVE_STATES else "not_running"
+        outcome: ActionOutcome = "vanished" if state is None or state not in ACTIVE_STATES else "not_running"
         return ActionResult(job_id, action, outcome, f"job state {state or 'unknown'}")
 
     def requeue(self, job_id: int) -> ActionResult:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .model import Outcome
+from .model import ActionOutcome
 from .slurm_errors import (
     SlurmCommandError,
     SlurmNotFound,
@@ -92,7 +92,7 @@ UNAVAILABLE = (
 PERMISSION = ("Access/permission denied", "Permission denied", "Only root can", "not authorized")
 
 # per-job answers: part of normal operation, not errors
-JOB_OUTCOMES: tuple[tuple[str, Outcome], ...] = (
+JOB_OUTCOMES: tuple[tuple[str, ActionOutcome], ...] = (
     ("Invalid job id specified", "vanished"),
     ("already completing or completed", "vanished"),
     ("Job has already finished", "vanished"),
@@ -121,7 +121,7 @@ def failure(c: Completed, what: str = "") -> SlurmCommandError:
     return SlurmCommandError(c.args, c.returncode, c.stderr, what)
 
 
-def job_outcome(c: Completed) -> Outcome | None:
+def job_outcome(c: Completed) -> ActionOutcome | None:
     """The per-job outcome a failed action's message names, or None when it names none."""
     text = (c.stderr + c.stdout).lower()
     if any(p.lower() in text for p in UNAVAILABLE):

@@ -1,7 +1,7 @@
 """From Slurm's terms to the engine's: leaves, classes and contracts, GPU types, charges.
 
 The result is plain frozen dataclasses the engine consumes (this module does not import it):
-`JobRequest` (a pending job's request), `RunningJob` (with start and allocation per node),
+`SlurmRequest` (a pending job's request), `RunningJob` (with start and allocation per node),
 `NodeView` (GPU type, count, state incl. drain), `UsageInterval` (one run's charge, for the
 ledger) and `UnmappedJob` (a job fairshare neither orders nor charges, with the reason).
 
@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .._units import fmt_duration
+from ..core.contract import protected_until, protection
 from ..core.model import Node, charge_on
 from ..inputs.policy import JobClass, Policy
 from .accounts import AccountMap, section_of
@@ -53,7 +54,7 @@ class NodeView:
 
 
 @dataclass(frozen=True, slots=True)
-class JobRequest:
+class SlurmRequest:
     id: str  # str(slurm_id), the engine's job id
     slurm_id: int
     submit: float  # Slurm resets it on requeue; the engine keeps the first it saw
@@ -73,6 +74,7 @@ class JobRequest:
     checkpoint: float  # 0 when not resumable
     restore: float
     deadline: float | None  # Unix seconds
+    asked_deadline: float | None  # the job's own (sbatch --deadline or its comment), no class default
     partition: str
     qos: str
     held: bool
@@ -92,7 +94,7 @@ class NodeShare:
 
 @dataclass(frozen=True, slots=True)
 class RunningJob:
-    request: JobRequest
+    request: SlurmRequest
     start: float
     alloc: tuple[NodeShare, ...]
     charge: float  # GPU-equivalents held (charge per second)
@@ -133,7 +135,7 @@ class UsageInterval:
 @dataclass(frozen=True)
 class ClusterView:
     nodes: tuple[NodeView, ...]
-    pending: tuple[JobRequest, ...]
+    pending: tuple[SlurmRequest, ...]
     running: tuple[RunningJob, ...]
     unmapped: tuple[UnmappedJob, ...]
     notes: tuple[str, ...]
@@ -211,7 +213,7 @@ class Mapper:
             return by_qos
         return self.section.default_class
 
-    def request(self, j: SlurmJob) -> JobRequest | UnmappedJob:
+    def request(self, j: SlurmJob) -> SlurmRequest | UnmappedJob:
         def unmapped(reason: str) -> UnmappedJob:
             return UnmappedJob(j.job_id, j.account, j.user, j.state, reason)
 
@@ -230,12 +232,11 @@ class Mapper:
                 "or set slurm.default_class in the policy"
             )
         cls: JobClass = self.policy.classes[cls_name]
-        asked = comment.protect if comment.protect is not None else cls.protected
-        capped = asked > cls.protected_cap
-        protected = min(asked, cls.protected_cap)
+        protected, capped = protection(comment.protect, cls.protected, cls.protected_cap)
         if capped:
+            asked = fmt_duration(comment.protect if comment.protect is not None else cls.protected)
             cap = fmt_duration(protected)
-            notes.append(f"protect {fmt_duration(asked)} capped to {cap} by class {cls_name}'s max_protected")
+            notes.append(f"protect {asked} capped to {cap} by class {cls_name}'s max_protected")
         resumable = cls.resumable if comment.resumable is None else comment.resumable
         checkpoint = comment.checkpoint if comment.checkpoint is not None else (cls.checkpoint or 0.0)
         if resumable and not checkpoint > 0:
@@ -243,12 +244,14 @@ class Mapper:
                 "resumable without a checkpoint interval (add checkpoint=...): treated as not resumable"
             )
             resumable = False
+        asked_deadline: float | None = None
         if j.deadline is not None:
-            deadline: float | None = float(j.deadline)
+            asked_deadline = float(j.deadline)
         elif comment.deadline is not None:
-            deadline = j.submit_time + comment.deadline
-        else:
-            deadline = j.submit_time + cls.deadline if cls.deadline is not None else None
+            asked_deadline = j.submit_time + comment.deadline
+        deadline = asked_deadline
+        if deadline is None and cls.deadline is not None:
+            deadline = j.submit_time + cls.deadline
         gpu_types: tuple[str, ...] | None = None
         if j.gpu_type is not None:
             mapped = self.gpu_type(j.gpu_type)
@@ -256,7 +259,7 @@ class Mapper:
                 notes.append(f"requests GPU type {j.gpu_type!r}, which has no rate in the policy")
             gpu_types = (mapped or j.gpu_type,)
         mem = j.memory_mb / 1024 if self.count_memory and j.memory_mb is not None else None
-        return JobRequest(
+        return SlurmRequest(
             id=str(j.job_id),
             slurm_id=j.job_id,
             submit=float(j.submit_time),
@@ -276,6 +279,7 @@ class Mapper:
             checkpoint=checkpoint if resumable else 0.0,
             restore=comment.restore if comment.restore is not None else cls.restore,
             deadline=deadline,
+            asked_deadline=asked_deadline,
             partition=j.partition,
             qos=j.qos,
             held=j.held,
@@ -300,7 +304,7 @@ class Mapper:
             total += charge_on(s.gpus, float(s.cpus) or None, per_node_mem, node, self.rates)
         return total
 
-    def running(self, j: SlurmJob, req: JobRequest, nodes: Mapping[str, NodeView]) -> RunningJob:
+    def running(self, j: SlurmJob, req: SlurmRequest, nodes: Mapping[str, NodeView]) -> RunningJob:
         shares = tuple(
             NodeShare(
                 a.node,
@@ -312,7 +316,7 @@ class Mapper:
         )
         start = float(j.start_time if j.start_time is not None else j.submit_time)
         mem = j.memory_mb if self.count_memory else None
-        return RunningJob(req, start, shares, self.charge(shares, mem, nodes), start + req.protected)
+        return RunningJob(req, start, shares, self.charge(shares, mem, nodes), protected_until(start, req))
 
     def view(self, nodes: Iterable[SlurmNode], jobs: Iterable[SlurmJob]) -> ClusterView:
         notes: list[str] = []

@@ -155,7 +155,7 @@ class Qos:
     flags: tuple[str, ...]
 
 
-Outcome = Literal["applied", "vanished", "held", "not_pending", "not_running", "refused"]
+ActionOutcome = Literal["applied", "vanished", "held", "not_pending", "not_running", "refused"]
 Action = Literal["priority", "hold", "release", "requeue", "signal"]
 
 
@@ -173,7 +173,7 @@ class ActionResult:
 
     job_id: int
     action: Action
-    outcome: Outcome
+    outcome: ActionOutcome
     detail: str = ""
 
     @property

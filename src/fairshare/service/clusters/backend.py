@@ -16,7 +16,7 @@ once), and carries out the loop's decisions after the loop has committed them:
                                      `places_jobs` False (Slurm) after every pass: starts carry no
                                      nodes to obey, `order` is the fair-share order to set (as
                                      priorities), and the backend reports starts as it observes them
-    submit(spec, t), cancel(job, t)  (demo and fake) a user's submission or cancellation
+    submit(job, spec, t, by), cancel(job, t, by)  (demo and fake) a user's submission or cancellation
 
 A backend that places jobs (`places_jobs`) keeps its node indexes: its nodes must be the journal's.
 One that does not (Slurm) reports node changes as `NodesChanged` (the cluster's nodes now, all of
@@ -265,7 +265,7 @@ class Backend(Protocol):
         self, preempts: Sequence[Preempt], starts: Sequence[Start], order: Sequence[str], t: float
     ) -> Outcome: ...
 
-    def submit(self, job: str, spec: Mapping[str, Any], t: float) -> float:
+    def submit(self, job: str, spec: Mapping[str, Any], t: float, by: str = "api") -> float:
         """Accept a submission (demo, fake); returns its instant. Raises ServiceError if refused."""
         ...
 

@@ -56,7 +56,7 @@ class FakeCluster:
         self.held.extend(confirmed)
         return Outcome(confirmed, failed)
 
-    def submit(self, job: str, spec: Mapping[str, Any], t: float) -> float:
+    def submit(self, job: str, spec: Mapping[str, Any], t: float, by: str = "api") -> float:
         self.held.append(Submitted(t, job, dict(spec)))
         return t
 

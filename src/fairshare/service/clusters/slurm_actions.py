@@ -17,9 +17,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ...core.contract import checkpointed
+from ...core.contract import checkpointed, protected_until
 from ...core.model import TIME_EPS, Node
 from ...core.snapshot import Preempt, Start
 from ...slurm.mapping import Mapper, NodeView
@@ -44,23 +44,35 @@ def eligible(j: SlurmJob) -> bool:
     return not j.held and j.reason not in NOT_ELIGIBLE
 
 
-class SlurmActions:
-    """`act` and its checks; SlurmCluster provides the state it reads."""
+class SlurmRead(Protocol):
+    """What acting reads of the reading side (SlurmCluster): the jobs of Slurm's last read (acting
+    updates a job's priority there once it set it), how jobs and nodes map, the nodes at start."""
 
-    client: SlurmBackend
-    engine_of: Callable[[], EngineView | None]
-    opt: SlurmOptions
-    mapper: Mapper
-    band: Band
     jobs: dict[int, SlurmJob]
-    intended: dict[str, tuple[float, tuple[str, ...]]]
-    last_order: tuple[str, ...]
-    last_plan: Any
-    held_for_policy: set[str]
-    _nodes: tuple[Node, ...]
 
-    def _views(self, found: Sequence[SlurmNode]) -> dict[str, NodeView]:
-        raise NotImplementedError
+    @property
+    def mapper(self) -> Mapper: ...
+    def node_views(self, found: Sequence[SlurmNode]) -> dict[str, NodeView]: ...
+    def nodes(self) -> tuple[Node, ...]: ...
+
+
+class SlurmActions:
+    """`act` and its checks, beside the reading side (`read`) that SlurmCluster is. It keeps what
+    it did for the reading side's notes: the starts the core intended and the order last set."""
+
+    def __init__(
+        self,
+        client: SlurmBackend,
+        read: SlurmRead,
+        engine_of: Callable[[], EngineView | None],
+        opt: SlurmOptions,
+        band: Band,
+    ) -> None:
+        self.client, self.read, self.engine_of, self.opt, self.band = client, read, engine_of, opt, band
+        self.intended: dict[str, tuple[float, tuple[str, ...]]] = {}  # the core's starts
+        self.last_order: tuple[str, ...] = ()
+        self.last_plan: tuple[tuple[int, int], ...] | None = None  # a dry run's last plan
+        self.held_for_policy: set[str] = set()  # jobs held (or seen held) after a policy change
 
     def act(
         self, preempts: Sequence[Preempt], starts: Sequence[Start], order: Sequence[str], t: float
@@ -69,7 +81,7 @@ class SlurmActions:
         confirmed: list[Observation] = []
         failed: list[Failure] = []
         records: list[Record] = []
-        nodes = e.nodes if e is not None else self._nodes  # the engine's: nodes may have changed
+        nodes = e.nodes if e is not None else self.read.nodes()  # the engine's: nodes may have changed
         for s in starts:
             self.intended[s.job] = (t, tuple(nodes[i].name for i, _ in s.alloc))
         self.last_order = tuple(order)
@@ -97,7 +109,7 @@ class SlurmActions:
         for job, reason in e.cancelled_by_policy.items():
             if job in self.held_for_policy or not job.isdigit():
                 continue
-            j = self.jobs.get(int(job))
+            j = self.read.jobs.get(int(job))
             if j is None or not j.pending:
                 continue  # gone, or already running (noted by observe as `slurm_unmanaged_run`)
             self.held_for_policy.add(job)
@@ -108,14 +120,14 @@ class SlurmActions:
                 continue
             res = self.client.hold(int(job))
             if res.ok:
-                self.jobs[int(job)] = dataclasses.replace(j, priority=0)
+                self.read.jobs[int(job)] = dataclasses.replace(j, priority=0)
             evidence: dict[str, Any] = {"reason": reason, "outcome": res.outcome}
             if not res.ok:
                 evidence["detail"] = res.detail
             records.append(Record("slurm_hold", job, evidence))
 
     def _priorities(self, order: Sequence[str], records: list[Record]) -> None:
-        current = priorities_of(self.jobs.values())
+        current = priorities_of(self.read.jobs.values())
         ids = [int(j) for j in order if j.isdigit() and int(j) in current]
         plan = plan_priorities(ids, current, self.band)
         if not plan.updates:
@@ -135,8 +147,8 @@ class SlurmActions:
             res = self.client.set_priority(job, prio)
             results.append(res)
             if res.ok:
-                old = self.jobs[job]
-                self.jobs[job] = dataclasses.replace(old, priority=prio)
+                old = self.read.jobs[job]
+                self.read.jobs[job] = dataclasses.replace(old, priority=prio)
         evidence["not_applied"] = [[r.job_id, r.outcome, r.detail] for r in results if not r.ok]
         records.append(Record("priorities", None, evidence))
 
@@ -154,7 +166,7 @@ class SlurmActions:
         for p in preempts:
             by.setdefault(p.by, []).append(p)
         try:  # check again, on a fresh read: Slurm may have moved since the cycle began
-            nodes = {v.name: v for v in self._views(self.client.read_nodes()).values()}
+            nodes = {v.name: v for v in self.read.node_views(self.client.read_nodes()).values()}
             jobs = {j.job_id: j for j in self.client.read_jobs()}
         except SlurmError as exc:
             failed.extend(
@@ -207,8 +219,9 @@ class SlurmActions:
             j = jobs.get(int(p.job)) if p.job.isdigit() else None
             if rv is None or j is None or j.state not in NOW_RUNNING or j.start_time is None:
                 return f"job {p.job} no longer runs"
-            if rv.protected_until > t + TIME_EPS or j.start_time + rv.job.protected > t + TIME_EPS:
-                until = max(rv.protected_until, j.start_time + rv.job.protected)
+            slurms = protected_until(j.start_time, rv.job)  # by Slurm's start of the run
+            if rv.protected_until > t + TIME_EPS or slurms > t + TIME_EPS:
+                until = max(rv.protected_until, slurms)
                 return f"job {p.job} is inside its protected window (until {until:.0f})"
         if preemptor is None or group[0].reason in ("drain", "no_progress"):
             return None
@@ -216,13 +229,13 @@ class SlurmActions:
         if w is None or not w.pending or not eligible(w):
             return f"the preemptor {preemptor} no longer waits (or is held)"
         free = {n: v.gpus - v.gpus_used for n, v in nodes.items() if v.schedulable}
-        if _fits(w, free, self.mapper, nodes):
+        if _fits(w, free, self.read.mapper, nodes):
             return f"the preemptor {preemptor} fits on the free GPUs now"
         for p in group:
             for a in jobs[int(p.job)].alloc:
                 if a.node in free:
                     free[a.node] += a.gpus
-        if not _fits(w, free, self.mapper, nodes):
+        if not _fits(w, free, self.read.mapper, nodes):
             return f"the preemptor {preemptor} would not fit even with the victims' GPUs free"
         return None
 

@@ -46,12 +46,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.contract import checkpointed, lost_gpu_s
 from ...core.model import TIME_EPS, Node
-from ...core.snapshot import RunView
+from ...core.snapshot import Preempt, RunView, Start
 from ...engine.nodes import NodeChange, plan_nodes
 from ...inputs.policy import Policy
-from ...slurm.comment import parse_comment
-from ...slurm.mapping import JobRequest as SlurmRequest
-from ...slurm.mapping import Mapper, NodeView, UnmappedJob
+from ...slurm.mapping import Mapper, NodeView, SlurmRequest, UnmappedJob
 from ...slurm.model import SlurmJob, SlurmNode, SlurmRun
 from ...slurm.priority import Band
 from ...slurm.slurm_errors import SlurmError
@@ -64,6 +62,7 @@ from .backend import (
     NodesChanged,
     Noted,
     Observation,
+    Outcome,
     Preempted,
     Started,
     Submitted,
@@ -80,8 +79,9 @@ REQUEUED_STATES = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPT
 FAR = 10 * 365 * 86400.0  # a Slurm drain has no deadline: running jobs finish
 
 
-class SlurmCluster(SlurmActions):
-    """The backend interface on a Slurm client (fairshare.slurm.client.SlurmBackend)."""
+class SlurmCluster:
+    """The backend interface on a Slurm client (fairshare.slurm.client.SlurmBackend): it reads
+    Slurm (`observe`) and hands acting (`act`) to its SlurmActions, which reads it back."""
 
     name = "slurm"
     places_jobs = False
@@ -105,13 +105,12 @@ class SlurmCluster(SlurmActions):
         self.sha: str | None = None
         self.mapper = Mapper(policy, parents, count_memory)
         s = self.mapper.section
-        self.band = Band(s.priority_min, s.priority_max, s.priority_step)
         self.default_estimate = policy.window
         try:
             found = client.read_nodes()
         except SlurmError as exc:
             raise ClusterUnavailable(f"cannot read Slurm's nodes: {exc}") from None
-        views = self._views(found)
+        views = self.node_views(found)
         if not views:
             raise ServiceError("Slurm reports no nodes with GPUs in the policy's partitions")
         # the nodes at start (a new journal's); from then on the engine's nodes are the reference
@@ -123,10 +122,8 @@ class SlurmCluster(SlurmActions):
         self.missing: dict[str, float] = {}  # job -> when first seen gone without an end
         self.node_change: dict[int, float] = {}  # node -> when its drain (or return) was seen
         self.noted: set[str] = set()
-        self.intended: dict[str, tuple[float, tuple[str, ...]]] = {}  # the core's starts
-        self.last_order: tuple[str, ...] = ()
-        self.last_plan: Any = None
-        self.held_for_policy: set[str] = set()  # jobs held (or seen held) after a policy change
+        band = Band(s.priority_min, s.priority_max, s.priority_step)
+        self.actions = SlurmActions(client, self, engine, self.opt, band)
         self.resumed = 0.0
 
     # ------------------------------------------------------------------ the interface
@@ -139,14 +136,19 @@ class SlurmCluster(SlurmActions):
     def resume(self, t: float) -> None:
         self.resumed = t
 
-    def submit(self, job: str, spec: Mapping[str, Any], t: float) -> float:
+    def submit(self, job: str, spec: Mapping[str, Any], t: float, by: str = "api") -> float:
         raise ServiceError("submit to Slurm with sbatch: fairshare orders the jobs Slurm has")
+
+    def act(
+        self, preempts: Sequence[Preempt], starts: Sequence[Start], order: Sequence[str], t: float
+    ) -> Outcome:
+        return self.actions.act(preempts, starts, order, t)
 
     def cancel(self, job: str, t: float, by: str) -> None:
         raise ServiceError("cancel with scancel: fairshare orders the jobs Slurm has")
 
     # ------------------------------------------------------------------ reading Slurm
-    def _views(self, found: Sequence[SlurmNode]) -> dict[str, NodeView]:
+    def node_views(self, found: Sequence[SlurmNode]) -> dict[str, NodeView]:
         out = {}
         for n in sorted(found, key=lambda n: n.name):
             if n.gpus and self.mapper.in_scope(n.partitions):
@@ -171,7 +173,7 @@ class SlurmCluster(SlurmActions):
             self.sha = e.policy_sha
             self.mapper = Mapper(self.policy_of(e.policy_sha), self.parents, self.count_memory)
         found, jobs, runs = self._read(since, until)
-        current = self._views(found)
+        current = self.node_views(found)
         self.views.update(current)  # a removed node's view stays: runs there are still charged
         self.jobs = {j.job_id: j for j in jobs if self.mapper.in_scope(j.partition.split(","))}
         out: list[Observation] = []
@@ -339,13 +341,9 @@ class SlurmCluster(SlurmActions):
             del self.missing[job]
 
     def _spec(self, req: SlurmRequest, j: SlurmJob | None, now: float) -> dict[str, Any]:
-        """The job as a workload row (FORMATS.md): the loop resolves it with the replay's rules."""
-        deadline = None
-        if j is not None and j.deadline is not None:
-            deadline = float(j.deadline)
-        elif j is not None:
-            c = parse_comment(j.comment, self.mapper.section.comment_prefix)
-            deadline = None if c.deadline is None else j.submit_time + c.deadline
+        """The job as a workload row (FORMATS.md): the loop resolves it with the replay's rules
+        (the class's deadline among them: only the job's own deadline is passed on)."""
+        deadline = req.asked_deadline if j is not None else None
         spec: dict[str, Any] = {
             "group": req.leaf,
             "class": req.cls,
@@ -390,22 +388,22 @@ class SlurmCluster(SlurmActions):
         """Audit where Slurm's start differs from the core's: other nodes than the core chose, or
         a job started while jobs ahead of it in the order still wait (backfill)."""
         slurm = sorted(r.nodes)
-        intended = self.intended.pop(job, None)
+        intended = self.actions.intended.pop(job, None)
         if intended is not None and sorted(intended[1]) != slurm:
             self._note(
                 out, f"placed:{job}:{t!r}", t, "placement_differs", job,
                 core=sorted(intended[1]), slurm=slurm, decided_t=intended[0],
             )  # fmt: skip
-        if job in self.last_order:
+        if job in self.actions.last_order:
             ahead = [
                 k
-                for k in self.last_order[: self.last_order.index(job)]
+                for k in self.actions.last_order[: self.actions.last_order.index(job)]
                 if k.isdigit() and (a := self.jobs.get(int(k))) is not None and a.pending and eligible(a)
             ]
             if ahead:
                 self._note(
                     out, f"order:{job}:{t!r}", t, "order_differs", job,
-                    slurm=slurm, position=self.last_order.index(job), ahead=ahead[:5],
+                    slurm=slurm, position=self.actions.last_order.index(job), ahead=ahead[:5],
                     waiting_ahead=len(ahead),
                 )  # fmt: skip
 

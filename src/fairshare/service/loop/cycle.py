@@ -14,7 +14,7 @@ A cycle at `now` (the injected clock: real time, or real time x speed for the de
        (preempted, started) and usage, committed in turn
     6. publish a view for the API; sleep until the engine's or the cluster's next instant
 
-Restart rebuilds the engine from the database alone (journal replay, liveengine.replay) and asks
+Restart rebuilds the engine from the database alone (journal replay, live_engine.replay) and asks
 the cluster what happened since the last committed instant: a start the cluster made before the
 crash comes back as an observation (never repeated: the cluster refuses to start a running job),
 a start it did not make is decided again. A second process on the same database (no writer lock)
@@ -35,12 +35,14 @@ from typing import Any
 
 import orjson
 
+from ...core.model import JobRequest
 from ...core.scheduler import decide
 from ...core.snapshot import Decisions, Preempt, Start
 from ...engine.events import Event
 from ...engine.forecast import forecast_starts
 from ...errors import InputError
 from ...inputs.policy import Policy
+from ...inputs.workload import Job
 from ..clusters.backend import (
     Backend,
     Cancelled,
@@ -368,14 +370,14 @@ class SchedulerLoop:
             self.keys[i] = o.key
         self.seen[o.key] = o.t
 
-    def _request(self, job_id: str, spec: Mapping[str, Any], t: float) -> Any:
+    def _request(self, job_id: str, spec: Mapping[str, Any], t: float) -> JobRequest:
         e = self.engine
         assert e is not None and self.requests is not None
         if self.requests.nodes != e.serving_nodes():  # the cluster's nodes changed
             self.requests = Requests(e.serving_nodes())
         return self.requests.build(self.policy(e.policy_sha), job_id, spec, t).request
 
-    def build_truth_job(self, job_id: str, spec: Mapping[str, Any], t: float) -> Any:
+    def build_truth_job(self, job_id: str, spec: Mapping[str, Any], t: float) -> Job:
         """(demo) An API submission resolved against the policy in force, with its truth."""
         e = self.engine
         if e is None or self.requests is None:

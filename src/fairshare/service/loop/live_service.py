@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...errors import InputError
+from ..clusters.backend import Backend
 from ..service_errors import Conflict, NotFound, ServiceError, Unavailable
 from ..storage.audit import AuditRecord
 from ..storage.roles import Principal, require_submit
@@ -55,7 +56,7 @@ class LiveService:
         return self.loop.view
 
     # ------------------------------------------------------------------ users' actions
-    def _writer_backend(self) -> Any:
+    def _writer_backend(self) -> Backend:
         backend = self.loop.backend
         if self.loop.role == "starting" or (self.loop.role == "writer" and backend is None):
             error = f" (last error: {self.loop.error})" if self.loop.error else ""

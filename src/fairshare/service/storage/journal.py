@@ -108,7 +108,7 @@ class Interval:
         return max(0.0, end - max(self.t_from, lo)) * self.charge_rate
 
 
-Outcome = Literal["added", "extended", "closed", "unchanged", "stale"]
+UsageOutcome = Literal["added", "extended", "closed", "unchanged", "stale"]
 
 
 def _check(iv: Interval) -> None:
@@ -129,7 +129,7 @@ def _check(iv: Interval) -> None:
         raise InputError(where, "t_to", f"ends ({iv.t_to!r}) before it starts ({iv.t_from!r})")
 
 
-def record_usage(tx: Tx, iv: Interval) -> Outcome:
+def record_usage(tx: Tx, iv: Interval) -> UsageOutcome:
     """Record an observation of a run's charged interval; the same observation twice changes nothing.
 
     A run is identified by (job, t_from). Observing it again with a later end extends it, with an

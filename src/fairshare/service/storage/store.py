@@ -22,7 +22,7 @@ from ..timefmt import Clock
 from . import audit, journal
 from .audit import AuditRecord, StoredRecord
 from .db import Tx, make_engine, migrate, parse_url, transaction
-from .journal import Interval, JournalEvent, Outcome
+from .journal import Interval, JournalEvent, UsageOutcome
 from .lock import WriterLock
 
 
@@ -33,7 +33,7 @@ class Committed:
 
     events: list[int | None]
     audit: list[StoredRecord]
-    usage: list[Outcome]
+    usage: list[UsageOutcome]
 
 
 class Store:
