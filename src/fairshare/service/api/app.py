@@ -54,10 +54,11 @@ def create_app(
     app.state.auth_cache = AuthCache(auth_cache_s) if auth_cache_s > 0 else None
     app.state.metrics_public = metrics_public
     if live is not None:
-        from .metrics import make_registry
+        from .metrics import count_requests, make_registry
 
         registry, hist = make_registry(lambda: live.view, live.loop)
         app.state.metrics_registry = registry
+        count_requests(app, registry)
         live.loop.on_pass.append(hist.observe)
     error_handlers.install(app)
     for module in (

@@ -66,6 +66,7 @@ from ..storage.store import Store
 from ..timefmt import iso
 from . import retention
 from .checkpoint import Checkpoints
+from .counters import LoopCounters
 from .health import LoopHealth
 from .inforce import apply_exceptions, apply_policy
 from .live_engine import SETUP, LiveEngine, Setup, new_engine, replay
@@ -138,6 +139,7 @@ class SchedulerLoop:
         self.policy_note: dict[str, Any] | None = None  # a stored version the ledger cannot take
         self.error: str | None = None
         self.health = LoopHealth()  # last completed cycle, last error, errors (/healthz, /metrics)
+        self.counters = LoopCounters()  # starts, preemptions, lost GPU-hours, requeues, waits (/metrics)
         self.seen_exceptions: set[int] = set()  # stored exceptions in force at the last cycle's pass
         self.ok_exceptions: set[int] | None = None  # ... at the last cycle that completed
         self.unavailable = 0  # consecutive cycles the cluster could not be read
@@ -369,6 +371,7 @@ class SchedulerLoop:
         if len(self.buf) > i:
             self.keys[i] = o.key
         self.seen[o.key] = o.t
+        self.counters.count(o, e)
 
     def _request(self, job_id: str, spec: Mapping[str, Any], t: float) -> JobRequest:
         e = self.engine
