@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from ..storage.store import Store
 from . import (
+    docs_offline,
     error_handlers,
     routes_dashboard,
     routes_decisions,
@@ -48,7 +49,10 @@ def create_app(
             '`{"error": code, "message": ..., "field": ...}`.'
         ),
         version=_version(),
+        docs_url=None,  # served from the package's files, not a CDN (docs_offline)
+        redoc_url=None,
     )
+    docs_offline.install(app)
     app.state.store = store
     app.state.live = live
     app.state.auth_cache = AuthCache(auth_cache_s) if auth_cache_s > 0 else None
