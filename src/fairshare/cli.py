@@ -19,6 +19,7 @@ from .inputs import limits
 from .inputs._validation import load_yaml, validate
 from .inputs.policy import Policy, review_warnings
 from .replay.results import Comparison
+from .service.ops_cli import register as register_ops_commands
 from .service.service_cli import register as register_service_commands
 from .slurm.slurm_cli import slurm as _slurm_commands
 
@@ -557,6 +558,7 @@ def explain(out: Path, job: str) -> None:
 
 
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)
+register_ops_commands(main)  # status, jobs, exception, policy diff over the API (docs/service.md)
 
 if __name__ == "__main__":
     main()
