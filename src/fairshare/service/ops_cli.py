@@ -212,12 +212,17 @@ def exception_end(
 @click.pass_context
 def policy_diff(ctx: click.Context, file: str, url: str | None, token: str | None, as_json: bool) -> None:
     """The change pushing FILE would make to the live policy, node by node."""
+    from ..errors import InputError
     from .policy_diff import diff_policies
 
     with open(file, encoding="utf-8") as f:
         new = f.read()
-    cur = _api(ctx, url, token).call("GET", "/api/policy")
-    changes = diff_policies(cur["text"], new, file)
+    try:
+        diff_policies(new, new, file)  # the file is read before the API is asked
+        cur = _api(ctx, url, token).call("GET", "/api/policy")
+        changes = diff_policies(cur["text"], new, file)
+    except InputError as exc:
+        _fail(str(exc))
     _out(changes, as_json, "\n".join(changes) or "no change")
 
 

@@ -19,7 +19,8 @@ def _nodes(tree: list[dict[str, Any]], prefix: str = "") -> dict[str, dict[str, 
 
 def diff_policies(old_text: str, new_text: str, where: str) -> list[str]:
     """Lines: `+ path`, `- path`, `~ path: key a -> b`, and the same for classes, rates, window."""
-    old, new = parse_yaml(old_text, "the live policy"), parse_yaml(new_text, where)
+    new = parse_yaml(new_text, where)
+    old = parse_yaml(old_text, "the live policy")
     if not isinstance(new, dict) or "tree" not in new:
         raise InputError(where, "tree", "not a policy: no tree")
     out: list[str] = []
