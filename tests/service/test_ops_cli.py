@@ -76,3 +76,15 @@ def test_policy_diff_says_what_a_push_would_change(
     f.write_text(yaml.safe_dump(data, sort_keys=False))
     code, out, _ = cli(live, "policy", "diff", str(f))
     assert code == 0 and out.strip() == expect, out
+
+
+def test_the_audit_record_of_a_policy_change_lists_what_changed(live: Live) -> None:
+    data = yaml.safe_load(live.get("viewer", "/api/policy").json()["text"])
+    data["tree"][1]["share"] = 45
+    data["window"] = "14d"
+    r = live.client.put(
+        "/api/policy", headers=live.h("admin"), json={"text": yaml.safe_dump(data), "note": "n"}
+    )
+    assert r.status_code in (200, 201), r.text
+    records = live.get("admin", "/api/decisions?kind=policy_version&order=desc&limit=1").json()["decisions"]
+    assert records[0]["evidence"]["changes"] == ["~ ops: share 40 -> 45", "~ window: 7d -> 14d"]
