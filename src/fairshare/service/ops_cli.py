@@ -213,7 +213,7 @@ def exception_end(
 def policy_diff(ctx: click.Context, file: str, url: str | None, token: str | None, as_json: bool) -> None:
     """The change pushing FILE would make to the live policy, node by node."""
     from ..errors import InputError
-    from .policy_diff import diff_policies
+    from .storage.policy_diff import diff_policies
 
     with open(file, encoding="utf-8") as f:
         new = f.read()

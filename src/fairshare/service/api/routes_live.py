@@ -16,11 +16,10 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import InputError
 from ...inputs import limits
-from .. import bounds
 from ..loop.live_service import LiveService
 from ..loop.views import View, explain
 from ..service_errors import NotFound, Unavailable
-from ..storage import audit, journal
+from ..storage import audit, bounds, journal
 from ..timefmt import from_iso, iso
 from .deps import Caller, FastCaller, Path, StoreDep, Text
 from .live_models import ExplainOut, JobsOut, TreeOut

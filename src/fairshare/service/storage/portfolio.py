@@ -21,13 +21,12 @@ from ...errors import InputError
 from ...inputs import limits
 from ...inputs._validation import parse_yaml, validate
 from ...inputs.policy import GroupNode, Policy
-from .. import bounds
-from ..policy_diff import diff_policies
 from ..service_errors import Conflict, NotFound
 from ..timefmt import from_iso, iso
-from . import audit, schema
+from . import audit, bounds, schema
 from .audit import AuditRecord
 from .db import Tx, new_id
+from .policy_diff import diff_policies
 
 DAY = 86400.0
 

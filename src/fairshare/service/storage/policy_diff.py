@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
-from ..inputs._validation import parse_yaml
+from ...errors import InputError
+from ...inputs._validation import parse_yaml
 
 
 def _nodes(tree: list[dict[str, Any]], prefix: str = "") -> dict[str, dict[str, Any]]:
