@@ -27,6 +27,7 @@ from .inputs._validation import load_yaml, validate
 from .inputs.policy import Policy, review_warnings
 from .inputs.slurmacct.cli import import_group as _import_commands
 from .replay.results import Comparison
+from .service.ops_cli import register as register_ops_commands
 from .service.service_cli import register as register_service_commands
 from .slurm.slurm_cli import slurm as _slurm_commands
 from .sweep.command import sweep as _sweep_command
@@ -398,6 +399,7 @@ def explain(out: Path, job: str) -> None:
 
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)
 main.add_command(_sweep_command)  # fairshare sweep (docs/decisions.md)
+register_ops_commands(main)  # status, jobs, exception, policy diff over the API (docs/service.md)
 
 if __name__ == "__main__":
     from .__main__ import run

@@ -94,7 +94,7 @@ def test_metrics_status_usage_and_the_dashboard(live: Live) -> None:
     assert r.status_code == 200
     text = r.text
     names = ['fairshare_debt_gpu_hours{group="ops"}', 'fairshare_queue_jobs{group="ml/nlp"}',
-             "fairshare_wait_seconds{", "fairshare_pass_duration_seconds_bucket",
+             "fairshare_wait_seconds_bucket{", "fairshare_pass_duration_seconds_bucket",
              "fairshare_share_fraction"]  # fmt: skip
     for name in names:
         assert name in text, name

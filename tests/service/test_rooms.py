@@ -16,7 +16,7 @@ import fairshare.service
 SERVICE = Path(fairshare.service.__file__).resolve().parent
 SHARED = ("service_errors", "timefmt", "options", "__init__")
 ROOMS = {"storage": 1, "clusters": 2, "loop": 3, "api": 4}
-ENTRY = ("server", "serve_slurm", "service_cli")
+ENTRY = ("server", "serve_slurm", "service_cli", "ops_cli")
 
 
 def room_rank(parts: tuple[str, ...]) -> int:

@@ -88,8 +88,7 @@ def token() -> None:
 def token_create(db: str, role: str, node: str | None, name: str | None, expires_in: str | None) -> None:
     """Create a token; prints it once on stdout (it is stored only as a hash)."""
     from ..errors import InputError
-    from . import bounds
-    from .storage import tokens
+    from .storage import bounds, tokens
     from .timefmt import iso
 
     with _store(db) as store, store.write() as tx:
@@ -333,7 +332,7 @@ def serve(
     every = None
     if interval is not None:
         from ..errors import InputError
-        from . import bounds
+        from .storage import bounds
 
         try:
             every = bounds.duration("serve", "--interval", interval, 1.0, 86400.0)

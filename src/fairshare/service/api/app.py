@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from ..storage.store import Store
 from . import (
+    docs_offline,
     error_handlers,
     routes_dashboard,
     routes_decisions,
@@ -48,16 +49,20 @@ def create_app(
             '`{"error": code, "message": ..., "field": ...}`.'
         ),
         version=_version(),
+        docs_url=None,  # served from the package's files, not a CDN (docs_offline)
+        redoc_url=None,
     )
+    docs_offline.install(app)
     app.state.store = store
     app.state.live = live
     app.state.auth_cache = AuthCache(auth_cache_s) if auth_cache_s > 0 else None
     app.state.metrics_public = metrics_public
     if live is not None:
-        from .metrics import make_registry
+        from .metrics import count_requests, make_registry
 
-        registry, hist = make_registry(lambda: live.view)
+        registry, hist = make_registry(lambda: live.view, live.loop)
         app.state.metrics_registry = registry
+        count_requests(app, registry)
         live.loop.on_pass.append(hist.observe)
     error_handlers.install(app)
     for module in (

@@ -7,8 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from ...errors import InputError
-from .. import bounds
-from ..storage import audit
+from ..storage import audit, bounds
 from ..timefmt import iso
 from .deps import Caller, Instant, StoreDep, Text, instant
 from .models import DecisionOut, DecisionPage

@@ -7,8 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query
 
 from ...errors import InputError
-from .. import bounds
-from ..storage import portfolio
+from ..storage import bounds, portfolio
 from ..storage.roles import require_exception
 from ..timefmt import from_iso
 from .deps import Caller, Id, Path, StoreDep

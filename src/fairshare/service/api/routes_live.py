@@ -16,13 +16,13 @@ from starlette.concurrency import run_in_threadpool
 
 from ...errors import InputError
 from ...inputs import limits
-from .. import bounds
 from ..loop.live_service import LiveService
 from ..loop.views import View, explain
 from ..service_errors import NotFound, Unavailable
-from ..storage import audit, journal
+from ..storage import audit, bounds, journal
 from ..timefmt import from_iso, iso
 from .deps import Caller, FastCaller, Path, StoreDep, Text
+from .live_models import ExplainOut, JobsOut, TreeOut
 from .models import Request as StrictRequest
 
 router = APIRouter(tags=["live"])
@@ -80,7 +80,11 @@ def _head(v: View) -> dict[str, Any]:
     }
 
 
-@router.get("/api/tree", summary="The budget tree: shares, owed, delivered, debt, unallocated per node")
+@router.get(
+    "/api/tree",
+    responses={200: {"model": TreeOut}},
+    summary="The budget tree: shares, owed, delivered, debt, unallocated per node",
+)
 async def tree(request: Request, _: FastCaller) -> JSON:
     live = _live(request)
     v = live.view
@@ -154,7 +158,11 @@ async def status(
     return JSON(orjson.dumps(body))
 
 
-@router.get("/api/jobs", summary="Jobs: the queue in fair-share order, running, recently ended")
+@router.get(
+    "/api/jobs",
+    responses={200: {"model": JobsOut}},
+    summary="Jobs: the queue in fair-share order, running, recently ended",
+)
 async def jobs(
     request: Request,
     _: FastCaller,
@@ -217,7 +225,11 @@ def job(request: Request, store: StoreDep, _: Caller, job_id: Text) -> JSON:
     )
 
 
-@router.get("/api/jobs/{job_id}/explain", summary="Why a job waits, its place in line, its forecast start")
+@router.get(
+    "/api/jobs/{job_id}/explain",
+    responses={200: {"model": ExplainOut}},
+    summary="Why a job waits, its place in line, its forecast start",
+)
 async def explain_(request: Request, _: FastCaller, job_id: Text) -> JSON:
     v = _live(request).view
     cache = _cache(request)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
 
 from ..storage import audit, portfolio, tokens
 from ..storage.review import review
@@ -15,11 +16,33 @@ from .models import VerifyOut, WhoAmI
 router = APIRouter()
 
 
-@router.get("/healthz", tags=["meta"], summary="Liveness: the database answers (no token needed)")
-def healthz(store: StoreDep) -> dict[str, Any]:
+@router.get(
+    "/healthz",
+    tags=["meta"],
+    summary="Health: the database answers, and the scheduler loop completed a cycle lately (no token)",
+    description="503 when the loop of this process completed no cycle (a pass, or a reader's look at "
+    "the journal) for 3 poll intervals: `loop_error` says its last error.",
+)
+def healthz(request: Request, store: StoreDep) -> JSONResponse:
     with store.read() as tx:
         seq, _ = audit.head(tx)
-    return {"ok": True, "backend": store.backend, "schema": store.revision, "audit_records": seq}
+    body: dict[str, Any] = {
+        "ok": True,
+        "backend": store.backend,
+        "schema": store.revision,
+        "audit_records": seq,
+    }
+    live = request.app.state.live
+    if live is not None:
+        loop = live.loop
+        stale = loop.health.stale_for(loop.opt.poll_s)
+        body["loop"] = loop.role
+        if stale is not None:
+            body.update(
+                ok=False, loop_stale_s=round(stale, 1), loop_error=loop.health.last_error or loop.error
+            )
+            return JSONResponse(body, status_code=503)
+    return JSONResponse(body)
 
 
 @router.get("/api/whoami", response_model=WhoAmI, tags=["meta"], summary="The caller's token")

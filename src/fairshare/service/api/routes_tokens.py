@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from .. import bounds
-from ..storage import tokens
+from ..storage import bounds, tokens
 from ..storage.roles import require_admin
 from .deps import Caller, Id, StoreDep
 from .models import TokenCreate, TokenCreated, TokenOut

@@ -23,6 +23,7 @@ follows the journal read-only and serves the same views; it takes over when the 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -65,6 +66,8 @@ from ..storage.store import Store
 from ..timefmt import iso
 from . import retention
 from .checkpoint import Checkpoints
+from .counters import LoopCounters
+from .health import LoopHealth
 from .inforce import apply_exceptions, apply_policy
 from .live_engine import SETUP, LiveEngine, Setup, new_engine, replay
 from .requests import CrashPoints, Requests
@@ -135,6 +138,10 @@ class SchedulerLoop:
         self.requests: Requests | None = None
         self.policy_note: dict[str, Any] | None = None  # a stored version the ledger cannot take
         self.error: str | None = None
+        self.health = LoopHealth()  # last completed cycle, last error, errors (/healthz, /metrics)
+        self.counters = LoopCounters()  # starts, preemptions, lost GPU-hours, requeues, waits (/metrics)
+        self.seen_exceptions: set[int] = set()  # stored exceptions in force at the last cycle's pass
+        self.ok_exceptions: set[int] | None = None  # ... at the last cycle that completed
         self.unavailable = 0  # consecutive cycles the cluster could not be read
         self.retry = False  # the cluster did not take all of the last pass: pass again
         self.last_cycle = -math.inf
@@ -364,6 +371,7 @@ class SchedulerLoop:
         if len(self.buf) > i:
             self.keys[i] = o.key
         self.seen[o.key] = o.t
+        self.counters.count(o, e)
 
     def _request(self, job_id: str, spec: Mapping[str, Any], t: float) -> JobRequest:
         e = self.engine
@@ -386,6 +394,7 @@ class SchedulerLoop:
         with self.store.read() as tx:
             cur = portfolio.current_policy(tx)
             stored = portfolio.list_exceptions(tx, "all")
+        self.seen_exceptions = {x.id for x in stored if x.active(now)}
         self.policy_note = apply_policy(e, cur, self.policy, self.policy_note, now, audits)
         apply_exceptions(e, self.policy(e.policy_sha), stored, now, audits)
 
@@ -495,6 +504,7 @@ class SchedulerLoop:
             "policy_not_applied": self.policy_note,
             "error": self.error,
             "cluster_retries": self.unavailable,
+            **self.health.as_json(self.opt.poll_s),
         }
 
     # ------------------------------------------------------------------ running
@@ -535,6 +545,7 @@ class SchedulerLoop:
                         if self.catch_up():
                             self._reader_order()
                             self._forecast()
+                        self.health.ok()
                         self.publish(force=True)
                         stop.wait(self.opt.follow_s)
                         continue
@@ -547,12 +558,14 @@ class SchedulerLoop:
                         self.unavailable += 1
                         self.error = f"cluster unavailable: {exc.message}"
                         log.warning("%s (retry %d)", self.error, self.unavailable)
+                        self.health.report(self.store, self.clock(), self.error)
                         self.publish(force=True)
                         stop.wait(min(self.opt.retry_max_s, 2.0 ** min(self.unavailable - 1, 10)))
                         forced = True
                         continue
-                    if self.unavailable:
-                        self.unavailable, self.error = 0, None
+                    self.unavailable, self.error = 0, None
+                    self.health.ok()
+                    self.ok_exceptions = self.seen_exceptions
                     self.last_cycle = self.wall()
                     continue
                 self.publish(force=self.wall() - self.last_publish >= self.opt.refresh_s)
@@ -569,6 +582,12 @@ class SchedulerLoop:
                     log.exception("scheduler loop error")
                 self.error = f"{type(exc).__name__}: {exc}"
                 self._reset()
+                self.health.report(self.store, self.clock(), self.error)
+                if self.ok_exceptions is not None and not isinstance(exc, ClusterUnavailable):
+                    suspects = self.seen_exceptions - self.ok_exceptions
+                    self.health.set_aside_exception(self.store, suspects, self.error)
+                # the last view stays (its data as of its instant), its status says what fails
+                self.view = dataclasses.replace(self.view, role=self.role, status=self.status())
                 stop.wait(wait)
         self._reset()
 

@@ -278,16 +278,14 @@ def build_view(
             )
         )
     names = e.node_names()
-    pos = {j: k + 1 for k, j in enumerate(o for o in order if o in e.pending.jobs)}
+    queue = queue_order(order, e.pending.jobs)
+    pos = {j: k + 1 for k, j in enumerate(queue)}
     group_pos: dict[str, int] = {}
     seen_in_leaf: dict[int, int] = {}
-    for j in order:
-        queued = e.pending.jobs.get(j)
-        if queued is None:
-            continue
-        job = queued
-        seen_in_leaf[job.leaf] = seen_in_leaf.get(job.leaf, 0) + 1
-        group_pos[j] = seen_in_leaf[job.leaf]
+    for j in queue:
+        leaf = e.pending.jobs[j].leaf
+        seen_in_leaf[leaf] = seen_in_leaf.get(leaf, 0) + 1
+        group_pos[j] = seen_in_leaf[leaf]
     jobs: dict[str, JobRow] = {}
     for jid in list(e.pending.jobs) + list(e.running):
         jobs[jid] = _job_row(e, jid, names, pos.get(jid), group_pos.get(jid), why.get(jid))
@@ -315,7 +313,7 @@ def build_view(
         gpus_busy=e.fleet.allocated,
         tree=tuple(rows),
         jobs=jobs,
-        order=tuple(j for j in order if j in e.pending.jobs),
+        order=queue,
         done=tuple(done),
         forecasts=dict(forecasts),
         forecast_at=forecast_at,
@@ -390,6 +388,15 @@ def _series(ledger: Ledger, unalloc: Ledger, paths: Sequence[str]) -> dict[str, 
         "delivered": {p: deliv[:, i].round(4).tolist() for i, p in enumerate(paths)},
         "unallocated": {p: un[:, i].round(4).tolist() for i, p in enumerate(paths)},
     }
+
+
+def queue_order(order: Sequence[str], pending: Mapping[str, Any]) -> tuple[str, ...]:
+    """The queue as the API, the dashboard and explain show it: the last pass's order of the jobs
+    still pending, then pending jobs no pass has ordered yet (in arrival order). Places in line
+    and the jobs ahead of a job come from this one order."""
+    queued = [j for j in order if j in pending]
+    seen = set(queued)
+    return (*queued, *(j for j in pending if j not in seen))
 
 
 def explain(view: View, job_id: str) -> dict[str, Any] | None:
@@ -493,9 +500,11 @@ def _summary(
         + (f" ({same} of its group's jobs ahead)" if same else "")
         + "."
     )
-    if against:
+    if against and against[0]["jobs_ahead"] > same:
         top = against[0]
         parts.append(f"Most jobs ahead of it come from {top['group']} ({top['jobs_ahead']}).")
+    elif same:
+        parts.append(f"Most jobs ahead of it are its own group's ({same}).")
     if forecast is not None:
         at = (iso(round(forecast / 60) * 60) or "").replace("T", " ").replace(":00Z", " UTC")
         parts.append(f"Forecast start: {at} (if no one else arrives).")

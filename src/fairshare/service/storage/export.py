@@ -12,6 +12,7 @@ from ..timefmt import iso
 from . import audit, journal, portfolio
 from .audit import StoredRecord, Verdict
 from .db import Tx
+from .export_events import replay_events
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def export(tx: Tx, out: Path, verdict: Verdict | None) -> Exported:
     out.mkdir(parents=True, exist_ok=True)
     utf8 = "utf-8"
     decisions = [_line(rec.as_decision()) + "\n" for rec in _records(tx)]
-    events = [ev.text + "\n" for ev in journal.events(tx)]
+    events = [_line(ev) + "\n" for ev in replay_events((e.t, e.payload) for e in journal.events(tx))]
     files = {
         "decisions.jsonl": "".join(decisions).encode(utf8),
         "events.jsonl": "".join(events).encode(utf8),

@@ -21,12 +21,12 @@ from ...errors import InputError
 from ...inputs import limits
 from ...inputs._validation import parse_yaml, validate
 from ...inputs.policy import GroupNode, Policy
-from .. import bounds
 from ..service_errors import Conflict, NotFound
 from ..timefmt import from_iso, iso
-from . import audit, schema
+from . import audit, bounds, schema
 from .audit import AuditRecord
 from .db import Tx, new_id
+from .policy_diff import diff_policies
 
 DAY = 86400.0
 
@@ -149,6 +149,8 @@ def put_policy(
         "previous": None if cur is None else cur.sha256,
         "by": author,
     }
+    if cur is not None:  # what changed, node by node (as `fairshare policy diff` shows it)
+        evidence["changes"] = diff_policies(cur.text, text, "policy")
     if note:
         evidence["note"] = note
     if warnings:

@@ -84,12 +84,17 @@ function logout(message) {
 function renderStatus(s) {
   state.status = s;
   const role = s.role === "writer" ? "scheduling" : s.role === "reader" ? "read-only replica" : s.role;
+  // red with the reason while the loop fails (an error now, or no cycle completed lately)
+  const loop = s.loop || {};
+  const failing = loop.error || (loop.healthy === false ? loop.last_error || "no scheduling pass completed lately" : null);
   $("clock").replaceChildren(
     el("span", {}, "clock ", el("b", { id: "now" }, when(s.now_t)), s.speed && s.speed !== 1 ? ` (×${s.speed})` : ""),
     el("span", {}, "cluster ", el("b", {}, s.backend || "–")),
     el("span", {}, "GPUs busy ", el("b", { id: "busy" }, `${s.gpus_busy} / ${s.gpus}`)),
     el("span", {}, "queue ", el("b", {}, s.pending_jobs), " waiting, ", el("b", {}, s.running_jobs), " running"),
-    el("span", { class: `badge ${s.role}` }, role),
+    failing
+      ? el("span", { class: "badge failing", id: "loop-badge", title: failing }, `failing: ${failing}`)
+      : el("span", { class: `badge ${s.role}`, id: "loop-badge" }, role),
   );
   const note = s.loop && s.loop.policy_not_applied;
   const banner = $("banner");

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
-from .._units import parse_duration
-from ..errors import InputError
-from ..inputs import limits
-from ..inputs.limits import fmt_limit
+from ..._units import parse_duration
+from ...errors import InputError
+from ...inputs import limits
+from ...inputs.limits import fmt_limit
 
 #: Instants a query or a request may name: the limits' years (1970-01-01 .. 2199-12-31).
 MIN_INSTANT = 0.0
