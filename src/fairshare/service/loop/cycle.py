@@ -30,7 +30,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -70,30 +69,11 @@ from .counters import LoopCounters
 from .health import LoopHealth
 from .inforce import apply_exceptions, apply_policy
 from .live_engine import SETUP, LiveEngine, Setup, new_engine, replay
-from .requests import CrashPoints, Requests
-from .views import EMPTY, View, build_view, owners_of, quantiles
+from .options import LoopOptions as LoopOptions  # the loop's settings (imported from here too)
+from .requests import Requests
+from .views import EMPTY, View, build_view, owners_of, quantiles, reader_order
 
 log = logging.getLogger("fairshare.service.loop.cycle")
-
-
-@dataclass
-class LoopOptions:
-    strategy: str = "fairshare"
-    poll_s: float = 5.0  # wall seconds between looks at a cluster that cannot say when it changes
-    refresh_s: float = 1.0  # wall seconds between views while idle (the ledger moves with time)
-    publish_s: float = 0.25  # at most this stale while busy
-    forecast_s: float = 1.0  # wall seconds between forecasts (0.2 when a new job has none yet)
-    forecast_passes: int = 3000
-    follow_s: float = 1.0  # a reader's look at the journal
-    speed: float = 1.0  # sim seconds per wall second (the demo's clock), for sleeping
-    retry_max_s: float = 60.0  # wall seconds: the longest wait between retries of an unreadable cluster
-    # the writer's checkpoints of the engine (fairshare.service.loop.checkpoint): one after a cycle once
-    # this many journal events or wall seconds have passed since the last one (0: not by that rule;
-    # both 0: none); the newest `checkpoint_keep` are kept
-    checkpoint_events: int = 50_000
-    checkpoint_s: float = 3600.0
-    checkpoint_keep: int = 3
-    crash: CrashPoints = field(default_factory=lambda: CrashPoints(None))
 
 
 class SchedulerLoop:
@@ -519,17 +499,8 @@ class SchedulerLoop:
         return max(0.0, min(poll, (min(nxt) - self.clock()) / self.opt.speed))
 
     def _reader_order(self) -> None:
-        """A reader's queue order and hold reasons: a pass on a copy of its engine (not acted on)."""
-        import copy
-
-        e = self.engine
-        assert e is not None
-        if not e.pending.jobs:
-            self.order, self.why = (), {}
-            return
-        c = copy.deepcopy(e)
-        d = decide(c.snapshot(), c.strategy, explain=True)
-        self.order, self.why = d.order, dict(d.why_pending)
+        assert self.engine is not None
+        self.order, self.why = reader_order(self.engine)
 
     def run(self, stop: threading.Event) -> None:
         """Run as writer when the lock can be had, else follow the journal and retry the lock."""

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...core.fairness import priority
+from ...core.scheduler import decide
 from ...engine.ledger import Ledger
 from ...inputs.policy import Policy
 from ..timefmt import iso
@@ -534,3 +535,12 @@ def quantiles(xs: Sequence[float]) -> dict[str, float | None]:
         return float(xs[min(len(xs) - 1, int(p * len(xs)))])
 
     return {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": float(xs[-1]), "n": len(xs)}
+
+
+def reader_order(engine: LiveEngine) -> tuple[tuple[str, ...], dict[str, str]]:
+    """A reader's queue order and hold reasons: a pass on a copy of its engine (not acted on)."""
+    if not engine.pending.jobs:
+        return (), {}
+    c = copy.deepcopy(engine)
+    d = decide(c.snapshot(), c.strategy, explain=True)
+    return tuple(d.order), dict(d.why_pending)
