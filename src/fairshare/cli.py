@@ -18,6 +18,7 @@ from .errors import InputError
 from .inputs import limits
 from .inputs._validation import load_yaml, validate
 from .inputs.policy import Policy, review_warnings
+from .inputs.slurmacct.cli import import_group as _import_commands
 from .replay.results import Comparison
 from .service.cli import register as register_service_commands
 from .slurm.cli import slurm as _slurm_commands
@@ -41,6 +42,7 @@ def main() -> None:
 
 
 main.add_command(_slurm_commands)  # light: each slurm command imports its modules when it runs
+main.add_command(_import_commands)  # `fairshare import slurm` (docs/own-cluster.md)
 
 
 @main.command()
