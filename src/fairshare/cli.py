@@ -18,7 +18,7 @@ from .errors import InputError
 from .inputs import limits
 from .inputs._validation import load_yaml, validate
 from .inputs.policy import Policy, review_warnings
-from .inputs.slurmacct.cli import import_group as _import_commands
+from .inputs.slurmacct.command import import_group as _import_commands
 from .replay.results import Comparison
 from .service.cli import register as register_service_commands
 from .slurm.cli import slurm as _slurm_commands
