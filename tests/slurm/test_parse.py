@@ -59,6 +59,8 @@ def test_gres_and_tres_strings() -> None:
         Gres("shard", None, 2),
     )
     assert parse_gres("gpu:a100:3(IDX:4-6)") == (Gres("gpu", "a100", 3),)
+    # GPUs not next to each other: a comma inside the index list (seen on the dev cluster)
+    assert parse_gres("gpu:a100:3(IDX:0-1,7),shard:2") == (Gres("gpu", "a100", 3), Gres("shard", None, 2))
     assert parse_gres("(null)") == ()
     t = parse_tres("cpu=2,mem=125G,node=2,billing=8,gres/gpu=8")
     assert t == {"cpu": 2, "mem": 128000, "node": 2, "billing": 8, "gres/gpu": 8}

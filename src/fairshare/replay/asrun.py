@@ -1,5 +1,5 @@
 """`as-run`: a site's recorded history written as a replay output folder, measured by the same
-metrics code as every replayed strategy (docs/own-cluster-fidelity.md).
+metrics code as every replayed strategy (docs/own-cluster.md#fidelity).
 
 The driver is the simulator with its scheduler replaced by the record: the jobs are submitted as
 in every replay, and each recorded run starts and stops at its recorded instants on its recorded

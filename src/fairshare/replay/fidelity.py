@@ -1,5 +1,5 @@
 """Fidelity: how far a replayed strategy is from what really happened (`as-run`), on the same
-arrivals (docs/own-cluster-fidelity.md; metrics.json `fidelity`, docs/formats.md).
+arrivals (docs/own-cluster.md#fidelity; metrics.json `fidelity`, docs/formats.md).
 
 Both sides are read off their events.jsonl lines, so the measure needs nothing but two replay
 outputs: per job its first start (waits, start order) and its runs (delivered GPU-equivalents and

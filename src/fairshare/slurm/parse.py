@@ -48,12 +48,12 @@ def expand_hostlist(text: str) -> tuple[str, ...]:
 
 
 def _split_top(text: str) -> Iterator[str]:
-    """Split on commas outside brackets."""
+    """Split on commas outside brackets and parentheses (`gpu:a100:3(IDX:0-1,7)`)."""
     depth, start = 0, 0
     for i, c in enumerate(text):
-        if c == "[":
+        if c in "[(":
             depth += 1
-        elif c == "]":
+        elif c in "])":
             depth -= 1
         elif c == "," and depth == 0:
             yield text[start:i]
