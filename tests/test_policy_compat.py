@@ -38,6 +38,15 @@ GOLDEN = {
     ("large-training", "slurm-multifactor"): ("7ade1d0c40b83365", "061c6fb93aa8f9ba", "18cdf173316bf90b"),
 }
 
+# Issue 20's victim-search fix (core/victims._room: GPUs held for another job's reservation are not
+# freeable) changes the keys-off replays where the old search counted such a node as freeable:
+# their hashes after the fix. large-training and the slurm model have no such search.
+VICTIM_FIX = {
+    ("normal", "fairshare"): ("d826c693e415ea97", "faa85bcc26f68663", "841945580a1690f3"),
+    ("idle-return", "fairshare"): ("64a232c3789d355a", "367f6e3edaad5f62", "ebef541e5c73319a"),
+    ("small-burst", "fairshare"): ("712f7039708cfe7d", "32a04d34aa4230cf", "7b762e34713bc673"),
+}
+
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -71,7 +80,8 @@ def _hashes(scenario: str, strategy: str, scheduling: dict[str, Any]) -> tuple[s
 
 @pytest.mark.parametrize("scenario", ["normal", "idle-return", "large-training", "small-burst"])
 def test_fairshare_with_the_issue_10_keys_off_replays_as_before(scenario: str) -> None:
-    assert _hashes(scenario, "fairshare", OFF) == GOLDEN[(scenario, "fairshare")]
+    key = (scenario, "fairshare")
+    assert _hashes(scenario, "fairshare", OFF) == VICTIM_FIX.get(key, GOLDEN[key])
 
 
 @pytest.mark.parametrize("scenario", ["normal", "large-training"])
