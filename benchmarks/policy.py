@@ -61,7 +61,8 @@ def window_of(folder: Path) -> tuple[float, float]:
         return 7 * 86400.0, 7 * 86400.0
     window = duration(data.get("window", "7d"))
     within = (data.get("scheduling") or {}).get("requeue_within")
-    return window, window if within is None else duration(within)
+    bound = window if within is None else duration(within)
+    return window, bound if bound > 0 else window  # 0: the boost is off, the bound the window
 
 
 class Capacity:

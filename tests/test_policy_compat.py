@@ -26,6 +26,8 @@ OFF = {
     "flip_guard": "0s",
     "fast_classes": [],
     "max_reservations": 1,
+    "requeue_within": "0s",
+    "reservation_backfill": False,
 }
 
 # (scenario, strategy before issue 10): (events, decisions, metrics) sha256, first 16 hex digits

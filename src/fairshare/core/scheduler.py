@@ -103,6 +103,7 @@ class _Pass:
         self.backfilled = False
         self.sched = snap.knobs
         self.victims_latest = max(snap.victims_at, default=-math.inf)
+        self.ends_on: dict[int, list[tuple[float, int, str]]] | None = None  # node -> estimated ends
 
     # ------------------------------------------------------------------ effects on the pass
     def _adjust_used(self, leaf: int, delta: float) -> None:
@@ -118,6 +119,11 @@ class _Pass:
 
     def start(self, job: JobRequest, alloc: Alloc, evidence: dict[str, Any]) -> None:
         charge = job.charge_on(self.s.index.nodes[alloc[0][0]], dict(self.s.rates))
+        if self.ends_on is not None:
+            st = self.s.states[job.id]
+            end = self.s.now + remaining(job, st.starts > 0, st.kept)
+            for i, g in alloc:
+                self.ends_on.setdefault(i, []).append((end, g, job.id))
         self.view.take(alloc)
         self.starts.append(Start(job.id, alloc, charge, evidence))
         self.handled.add(job.id)
@@ -228,11 +234,54 @@ class _Pass:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
         held = self._hold_nodes(job, shape)
         if held:
-            self.view.hold(held, shape.per_node, job.id)
+            until = self._expected_start(held, shape.per_node) if self.sched.reservation_backfill else None
+            self.view.hold(held, shape.per_node, job.id, until)
             if self.reservation is None:
                 self.reservation = (job.id, held)
             self.n_reserved += 1
             ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
+
+    def _expected_start(self, nodes: Sequence[int], per_node: int) -> float:
+        """When each of `nodes` has `per_node` free GPUs by the running jobs' estimated ends (the
+        pass's starts included, its preemptions not), or earlier by their protection's end when the
+        strategy's victim rule could take them (over-served side, budget left): the latest of the
+        nodes' times. Reads estimates only."""
+        if self.ends_on is None:
+            self.ends_on = {}
+            s, rule = self.s, self.strategy.victims
+            anc, budget = s.tree.leaf_ancestors, s.knobs.preempt_budget
+            for r in s.running.values():
+                end = r.t0 + r.overhead + r.job.estimate - r.kept
+                if (
+                    rule.preempts
+                    and (not budget or s.states[r.job.id].preemptions < budget)
+                    and rule.could_take(anc[r.job.leaf], self.used, s.owed)
+                ):
+                    end = min(end, r.protected_until)
+                for i, g in r.alloc:
+                    self.ends_on.setdefault(i, []).append((end, g, r.job.id))
+        now, latest = self.s.now, self.s.now
+        for i in nodes:
+            free = self.view.free(i)
+            at = now
+            if free < per_node:
+                at = math.inf
+                for end, g, jid in sorted(self.ends_on.get(i, ())):
+                    if jid in self.gone:
+                        continue
+                    free += g
+                    if free >= per_node:
+                        at = max(now, end)
+                        break
+            latest = max(latest, at)
+        return latest
+
+    def _until(self, job: JobRequest) -> float | None:
+        """The job's estimated end if it started now (reservation backfill), else None."""
+        if not self.sched.reservation_backfill:
+            return None
+        st = self.s.states[job.id]
+        return self.s.now + remaining(job, st.starts > 0, st.kept)
 
     def _hold_nodes(self, job: JobRequest, shape: Shape) -> tuple[int, ...]:
         """The k nodes of one allowed type, not held for another job yet, with the most free GPUs
@@ -323,12 +372,17 @@ class _Pass:
                 order.failed(qk)
                 continue
             ev = self._evidence(order, job)
+            self.view.until = self._until(job)
             alloc = None if dominated else place(self.view, jid, shape)
             if alloc is not None:
+                if self.view.until is not None and self._on_held(alloc, jid):
+                    ev["reservation_backfill"] = True
+                self.view.until = None
                 self.start(job, alloc, ev)
                 order.started(qk)
                 order.used_changed(job.leaf)
                 continue
+            self.view.until = None
             before = len(self.preempts)
             if self.try_preempting(job, rule, ev):
                 order.started(qk)
@@ -353,6 +407,10 @@ class _Pass:
             order.failed(qk)
             if self.attempts >= self.strategy.max_preempt_attempts:
                 borrowing = False
+
+    def _on_held(self, alloc: Alloc, job: str) -> bool:
+        held, holder = self.view.held, self.view.holder
+        return any(i in held and holder[i] != job for i, _ in alloc)
 
     def _evidence(self, order: object, job: JobRequest) -> dict[str, Any]:
         ev: dict[str, Any] = {"phase": "ordered", "order": self.strategy.name, "waited_s": self.wait(job)}
