@@ -18,6 +18,8 @@ Acceptance lines (issue 10), for every replay but the reference (`--ref`, slurm-
   window     wait p50 and p90 at or below the reference's; lowest top-level share delivery >= 0.95
              x overall; no job preempted more than 3 times; flip-flops <= 10 % of preemptions; lost
              work + restart overhead <= 1 % of allocated GPU time
+  overstated the window's lines with `--overstate` on both sides: the overall p90 line is retired,
+             at least 8 teams must wait less at p90 than under the reference (issue 20)
   full       the same share and churn lines, and no job size waiting longer than under fifo (p50
              and p90); the waits against the reference are printed, not judged
   scenarios  debug wait p90 <= 60 s in `normal` and `small-burst` (the churn lines are printed)
@@ -390,9 +392,10 @@ def acceptance(
         if m["scenario"] in ("normal", "small-burst") and "debug" in m["classes"]:
             a["debug p90 <= 60s"] = m["classes"]["debug"]["wait_p90_s"] <= 60.0
         return a
-    if ref is not None and lines == "window":
+    if ref is not None and lines in ("window", "overstated"):
         a["wait p50 <= ref"] = m["wait"]["wait_p50_s"] <= ref["wait"]["wait_p50_s"]
-        a["wait p90 <= ref"] = m["wait"]["wait_p90_s"] <= ref["wait"]["wait_p90_s"]
+        if lines == "window":  # retired with overstated estimates (issue 20): judged per team
+            a["wait p90 <= ref"] = m["wait"]["wait_p90_s"] <= ref["wait"]["wait_p90_s"]
     lo = m["share"]["lowest_over_overall"]
     if lo is not None:
         a["lowest share >= 0.95 overall"] = lo >= 0.95
@@ -400,7 +403,7 @@ def acceptance(
     a["max preemptions per job <= 3"] = churn["preemptions_per_preempted_job"]["max"] <= 3
     a["flip-flops <= 10%"] = churn["flip_flop_pct"] <= 10.0
     a["lost + restart <= 1%"] = churn["lost_plus_restore_pct"] <= 1.0
-    if ref is not None and lines == "window":
+    if ref is not None and lines in ("window", "overstated"):
         teams = [g for g, v in m["teams"].items() if g in ref["teams"] and v["jobs"]]
         better = [g for g in teams if m["teams"][g]["wait_p90_s"] < ref["teams"][g]["wait_p90_s"]]
         a[f"teams waiting less at p90 >= 8 ({len(better)} of {len(teams)})"] = len(better) >= 8
@@ -509,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ref-dir", type=Path, help="take --ref and --fifo from this compare folder")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--brief", action="store_true", help="one line per replay")
-    ap.add_argument("--lines", choices=("window", "full", "scenarios"), default="window")
+    ap.add_argument("--lines", choices=("window", "overstated", "full", "scenarios"), default="window")
     args = ap.parse_args(argv)
     folders = sorted(
         {p.parent for p in args.out.rglob("metrics.json") if (p.parent / "events.jsonl").exists()}

@@ -25,6 +25,7 @@ preempted knobs.preempt_budget times already.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import math
@@ -123,7 +124,7 @@ class _Pass:
             st = self.s.states[job.id]
             end = self.s.now + remaining(job, st.starts > 0, st.kept)
             for i, g in alloc:
-                self.ends_on.setdefault(i, []).append((end, g, job.id))
+                bisect.insort(self.ends_on.setdefault(i, []), (end, g, job.id))
         self.view.take(alloc)
         self.starts.append(Start(job.id, alloc, charge, evidence))
         self.handled.add(job.id)
@@ -232,20 +233,44 @@ class _Pass:
     # ------------------------------------------------------------------ reservations (ordered)
     def reserve(self, job: JobRequest, shape: Shape, ev: dict[str, Any]) -> None:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
-        held = self._hold_nodes(job, shape)
+        until: float | None = None
+        if self.sched.reservation_backfill:
+            held, until = self._hold_nodes_by_estimate(shape)
+        else:
+            held = self._hold_nodes(job, shape)
         if held:
-            until = self._expected_start(held, shape.per_node) if self.sched.reservation_backfill else None
             self.view.hold(held, shape.per_node, job.id, until)
             if self.reservation is None:
                 self.reservation = (job.id, held)
             self.n_reserved += 1
             ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
 
-    def _expected_start(self, nodes: Sequence[int], per_node: int) -> float:
-        """When each of `nodes` has `per_node` free GPUs by the running jobs' estimated ends (the
-        pass's starts included, its preemptions not), or earlier by their protection's end when the
-        strategy's victim rule could take them (over-served side, budget left): the latest of the
-        nodes' times. Reads estimates only."""
+    def _hold_nodes_by_estimate(self, shape: Shape) -> tuple[tuple[int, ...], float]:
+        """The k nodes of one allowed type, not held for another job yet, expected to have
+        `per_node` free GPUs soonest (_ready; ties: the most free GPUs now, then the lowest index),
+        and when the last of them is expected to (the reservation's expected start); of the types,
+        the one expected soonest (ties: the most free GPUs, then the first type)."""
+        index, view = self.s.index, self.view
+        held, per = view.held, shape.per_node
+        best: tuple[float, int, tuple[int, ...]] | None = None
+        for ty in shape.types if shape.types is not None else range(len(index.types)):
+            ranked = sorted(
+                (self._ready(i, per), -view.free(i), i)
+                for i in range(len(index.nodes))
+                if index.node_type[i] == ty and index.available[i] and i not in held
+            )[: shape.nodes]
+            if len(ranked) < shape.nodes:
+                continue
+            at, free = max(r[0] for r in ranked), sum(r[1] for r in ranked)
+            if best is None or (at, free) < (best[0], best[1]):
+                best = (at, free, tuple(sorted(r[2] for r in ranked)))
+        return (best[2], best[0]) if best is not None else ((), self.s.now)
+
+    def _ready(self, i: int, per_node: int) -> float:
+        """When node i is expected to have `per_node` free GPUs: now if it has them, else as its
+        runs end by their estimates (the pass's starts included, its preemptions not), or earlier
+        by their protection's end when the strategy's victim rule could take them (over-served
+        side, budget left); infinity if never. Reads estimates only, never the true run times."""
         if self.ends_on is None:
             self.ends_on = {}
             s, rule = self.s, self.strategy.victims
@@ -258,23 +283,20 @@ class _Pass:
                     and rule.could_take(anc[r.job.leaf], self.used, s.owed)
                 ):
                     end = min(end, r.protected_until)
-                for i, g in r.alloc:
-                    self.ends_on.setdefault(i, []).append((end, g, r.job.id))
-        now, latest = self.s.now, self.s.now
-        for i in nodes:
-            free = self.view.free(i)
-            at = now
-            if free < per_node:
-                at = math.inf
-                for end, g, jid in sorted(self.ends_on.get(i, ())):
-                    if jid in self.gone:
-                        continue
-                    free += g
-                    if free >= per_node:
-                        at = max(now, end)
-                        break
-            latest = max(latest, at)
-        return latest
+                for n, g in r.alloc:
+                    self.ends_on.setdefault(n, []).append((end, g, r.job.id))
+            for ends in self.ends_on.values():
+                ends.sort()
+        free = self.view.free(i)
+        if free >= per_node:
+            return self.s.now
+        for end, g, jid in self.ends_on.get(i, ()):
+            if jid in self.gone:
+                continue
+            free += g
+            if free >= per_node:
+                return max(self.s.now, end)
+        return math.inf
 
     def _until(self, job: JobRequest) -> float | None:
         """The job's estimated end if it started now (reservation backfill), else None."""
@@ -341,6 +363,41 @@ class _Pass:
             elif rule.preempts and not self.try_preempting(job, rule, ev):
                 self.try_preempting(job, FAST_LANE, {**ev, "fast_lane_preemption": True})
         self.view.release()
+
+    # ------------------------------------------------------------------ requeued jobs
+    def requeued(self) -> None:
+        """Requeued jobs still waiting half of knobs.requeue_within after their preemption (the
+        engine's boost), longest-waiting first, before the ordered phase: each starts if it fits,
+        else may preempt under the strategy's rule, else gets GPUs reserved. A job whose team
+        receives more than it is owed now is left to the ordered phase (the bound does not hold
+        for a team above its share)."""
+        s = self.s
+        if not s.requeue_queue:
+            return
+        rule, anc = self.strategy.victims, s.tree.leaf_ancestors
+        for _, _, jid in s.requeue_queue:
+            job = s.pending.jobs[jid]
+            team = anc[job.leaf][-1]
+            if jid in self.handled or self.used[team] > s.owed[team] + EPS:
+                continue
+            shape = self.shape_of(job)
+            ev: dict[str, Any] = {
+                "phase": "requeued",
+                "order": self.strategy.name,
+                "waited_s": self.wait(job),
+            }
+            alloc = place(self.view, jid, shape)
+            if alloc is not None:
+                self.start(job, alloc, ev)
+                continue
+            if rule.preempts and self.try_preempting(job, rule, ev):
+                continue
+            self.handled.add(jid)
+            ev = dict(ev)
+            why = self.hold_reason(job, shape, self.tried == jid)
+            if self.strategy.gang_reservation:
+                self.reserve(job, shape, ev)
+            self.holds.append(Hold(jid, why, ev))
 
     # ------------------------------------------------------------------ ordered starts
     def ordered(self) -> None:
@@ -487,6 +544,7 @@ PHASES: dict[str, Callable[[_Pass], None]] = {
     "forced": _Pass.forced,
     "deadlines": _Pass.deadlines,
     "fast_lane": _Pass.fast_lane,
+    "requeued": _Pass.requeued,
     "ordered": _Pass.ordered,
     "slurm": _Pass.slurm,
 }
