@@ -475,7 +475,7 @@ def eight_gpu(seed: int) -> ScenarioData:
 
 
 def gang_mix(seed: int) -> ScenarioData:
-    """Issue 20: 16-GPU gangs (two whole nodes) among 1-GPU jobs on four 8-GPU nodes, overloaded."""
+    """Issue 20: 16-GPU gangs (two whole nodes) among 1-GPU jobs on four 8-GPU nodes, fully loaded."""
     g = _Gen(seed)
     cluster = {
         "pools": [
@@ -493,12 +493,13 @@ def gang_mix(seed: int) -> ScenarioData:
         "horizon": "6d",
     }
     for team, scale in (("product", 1.0), ("platform", 0.8), ("research", 1.2)):
-        g.stream(team, "train", 0, 4 * D, 3.0 * scale, (1,), (1.0,), 2 * H, 0.7, _labels_mixed)
-        g.stream(team, "train", 0, 4 * D, 0.12 * scale, (16,), (1.0,), 3 * H, 0.5, _labels_mixed)
+        g.stream(team, "train", 0, 4 * D, 2.0 * scale, (1,), (1.0,), 2 * H, 0.7, _labels_mixed)
+        g.stream(team, "train", 0, 4 * D, 0.08 * scale, (16,), (1.0,), 3 * H, 0.5, _labels_mixed)
     return ScenarioData(
         "gang-mix",
-        "Four 8-GPU nodes, about 1.2 times overloaded: a steady stream of 1-GPU training jobs "
-        "from three teams, and among them 16-GPU gangs that need two whole nodes.",
+        "Four 8-GPU nodes given about as much work as they hold (1.05 times, in bursts above it): "
+        "a steady stream of 1-GPU training jobs from three teams, and among them 16-GPU gangs "
+        "that need two whole nodes.",
         _startup_policy(),
         cluster,
         g.records(),
@@ -527,5 +528,5 @@ DESCRIPTIONS: dict[str, str] = {
     "idle-return": "product (40% share) is idle for a day while others fill the cluster, then returns",
     "label-inflation": "everyday load where every team marks every job high",
     "eight-gpu": "the startup case: one 8-GPU node, product 40% / platform 35% / research 25%",
-    "gang-mix": "16-GPU gangs among 1-GPU jobs on four 8-GPU nodes, overloaded",
+    "gang-mix": "16-GPU gangs among 1-GPU jobs on four 8-GPU nodes, fully loaded",
 }
