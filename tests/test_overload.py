@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from conftest import events_of, job, replay, tiny_cluster, tiny_policy
 
 H = 3600.0

@@ -387,8 +387,7 @@ class EngineState:
         return view
 
     def _boost(self, job_id: str, preemptions: int) -> None:
-        """A requeued job still waits half of requeue_within after the preemption that made it
-        wait (the same preemption: its count unchanged): it goes first in its leaf's order."""
+        """A requeued job waits half of requeue_within after that preemption: it goes first."""
         job, st = self.pending.jobs.get(job_id), self.states.get(job_id)
         if job is None or st is None or st.preemptions != preemptions or st.requeue_boost:
             return
