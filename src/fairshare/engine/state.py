@@ -302,8 +302,7 @@ class EngineState:
     def _from_pending(self, job: JobRequest) -> None:
         self.pending.remove(job)
         self.demand.remove_pending(job)
-        st = self.states.get(job.id)
-        if st is not None and st.requeue_boost:
+        if (st := self.states.get(job.id)) is not None and st.requeue_boost:
             self.boost_q.remove((st.pending_since, job.seq, job.id))
         if job.cls in self.fast:
             del self.fast_q[bisect.bisect_left(self.fast_q, (job.seq, job.id))]
