@@ -364,41 +364,6 @@ class _Pass:
                 self.try_preempting(job, FAST_LANE, {**ev, "fast_lane_preemption": True})
         self.view.release()
 
-    # ------------------------------------------------------------------ requeued jobs
-    def requeued(self) -> None:
-        """Requeued jobs still waiting half of knobs.requeue_within after their preemption (the
-        engine's boost), longest-waiting first, before the ordered phase: each starts if it fits,
-        else may preempt under the strategy's rule, else gets GPUs reserved. A job whose team
-        receives more than it is owed now is left to the ordered phase (the bound does not hold
-        for a team above its share)."""
-        s = self.s
-        if not s.requeue_queue:
-            return
-        rule, anc = self.strategy.victims, s.tree.leaf_ancestors
-        for _, _, jid in s.requeue_queue:
-            job = s.pending.jobs[jid]
-            team = anc[job.leaf][-1]
-            if jid in self.handled or self.used[team] > s.owed[team] + EPS:
-                continue
-            shape = self.shape_of(job)
-            ev: dict[str, Any] = {
-                "phase": "requeued",
-                "order": self.strategy.name,
-                "waited_s": self.wait(job),
-            }
-            alloc = place(self.view, jid, shape)
-            if alloc is not None:
-                self.start(job, alloc, ev)
-                continue
-            if rule.preempts and self.try_preempting(job, rule, ev):
-                continue
-            self.handled.add(jid)
-            ev = dict(ev)
-            why = self.hold_reason(job, shape, self.tried == jid)
-            if self.strategy.gang_reservation:
-                self.reserve(job, shape, ev)
-            self.holds.append(Hold(jid, why, ev))
-
     # ------------------------------------------------------------------ ordered starts
     def ordered(self) -> None:
         s = self.s
@@ -544,7 +509,6 @@ PHASES: dict[str, Callable[[_Pass], None]] = {
     "forced": _Pass.forced,
     "deadlines": _Pass.deadlines,
     "fast_lane": _Pass.fast_lane,
-    "requeued": _Pass.requeued,
     "ordered": _Pass.ordered,
     "slurm": _Pass.slurm,
 }

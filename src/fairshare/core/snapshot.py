@@ -141,8 +141,6 @@ class Snapshot:
     # ancestor); the pairs a pass may not reverse within knobs.flip_guard
     took_from: Mapping[tuple[int, int], float] = field(default_factory=dict)
     fast_queue: Sequence[tuple[int, str]] = ()  # pending jobs of knobs.fast_classes, by (seq, job)
-    # requeued jobs waiting half of knobs.requeue_within (JobState.requeue_boost), by (since, seq, job)
-    requeue_queue: Sequence[tuple[float, int, str]] = ()
     prev_reservation: tuple[str, tuple[int, ...]] | None = None  # the last pass's first reservation
     backfill_due: bool = True  # slurm-multifactor: bf_interval has passed since the last backfill
 

@@ -98,7 +98,7 @@ STRATEGIES: dict[str, Strategy] = {
         watchdog=True,
         deadline_reservation=True,
         gang_reservation=True,
-        phases=("forced", "deadlines", "fast_lane", "requeued", "ordered"),
+        phases=("forced", "deadlines", "fast_lane", "ordered"),
         leaf_order=True,
     ),
     "fifo": Strategy(

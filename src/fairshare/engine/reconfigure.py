@@ -141,7 +141,7 @@ def _pending(
     """Queues rebuilt on the new leaves with the new sort keys; the jobs that cannot stay, out.
     `slack`: the new deadline slack when it changed (deadline jobs wake at latest start - slack)."""
     jobs = list(e.pending.jobs.values())
-    e.pending, e.fast_q, e.boost_q = PendingQueues(), [], []
+    e.pending, e.fast_q = PendingQueues(), []
     rejected: list[tuple[str, str]] = []
     for was in jobs:
         leaf = remap[was.leaf]
@@ -157,9 +157,6 @@ def _pending(
             e.demand.add_pending(job)
             if job.cls in e.fast:
                 bisect.insort(e.fast_q, (job.seq, job.id))
-            st = e.states.get(job.id)
-            if st is not None and st.requeue_boost:
-                bisect.insort(e.boost_q, (st.pending_since, job.seq, job.id))
             entry = e.deadline_entry.get(job.id)
             if slack is not None and entry is not None and entry[0] - slack > e.t:
                 e._push(entry[0] - slack, "wake", None)

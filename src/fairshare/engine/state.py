@@ -112,7 +112,6 @@ class EngineState:
         # the flip guard: (taker side, victim side) -> the last fair-share preemption between them
         self.took_from: dict[tuple[int, int], float] = {}
         self.fast_q: list[tuple[int, str]] = []  # pending jobs of the fast classes, by (seq, job)
-        self.boost_q: list[tuple[float, int, str]] = []  # boosted requeued jobs (_boost), by (since, seq)
         self.fast = frozenset(self.knobs.fast_classes) if "fast_lane" in strategy.phases else _NONE_S
         self.backfills = "slurm" in strategy.phases  # slurm-multifactor's backfill cadence
         self.keyed = strategy.leaf_order and self.knobs.leaf_order != "submit"  # leaf sort keys
@@ -302,8 +301,6 @@ class EngineState:
     def _from_pending(self, job: JobRequest) -> None:
         self.pending.remove(job)
         self.demand.remove_pending(job)
-        if (st := self.states.get(job.id)) is not None and st.requeue_boost:
-            self.boost_q.remove((st.pending_since, job.seq, job.id))
         if job.cls in self.fast:
             del self.fast_q[bisect.bisect_left(self.fast_q, (job.seq, job.id))]
         entry = self.deadline_entry.pop(job.id, None)
@@ -393,7 +390,6 @@ class EngineState:
         self.pending.remove(job)
         st.requeue_boost = True
         self.pending.add(job, self.fleet.index, self._sort_key(job))
-        bisect.insort(self.boost_q, (st.pending_since, job.seq, job_id))
 
     def _took(self, by: str, victim_leaf: int) -> None:
         """The flip guard's record: the preemptor's side took from the victim's side now (the
@@ -523,7 +519,6 @@ class EngineState:
             victims_at=self.victims_at,  # read-only during the pass
             took_from=self.took_from,
             fast_queue=self.fast_q,
-            requeue_queue=self.boost_q,
             prev_reservation=self.last_reservation,
             backfill_due=self.t >= self.last_backfill + self.knobs.bf_interval - TIME_EPS,
         )
