@@ -18,6 +18,8 @@ Acceptance lines (issue 10), for every replay but the reference (`--ref`, slurm-
   window     wait p50 and p90 at or below the reference's; lowest top-level share delivery >= 0.95
              x overall; no job preempted more than 3 times; flip-flops <= 10 % of preemptions; lost
              work + restart overhead <= 1 % of allocated GPU time
+  overstated the window's lines with `--overstate` on both sides: the overall p90 line is retired,
+             at least 8 teams must wait less at p90 than under the reference (issue 20)
   full       the same share and churn lines, and no job size waiting longer than under fifo (p50
              and p90); the waits against the reference are printed, not judged
   scenarios  debug wait p90 <= 60 s in `normal` and `small-burst` (the churn lines are printed)
@@ -53,10 +55,89 @@ def duration(v: Any) -> float:
     return total + (float(num) if num else 0.0)
 
 
-def window_of(folder: Path) -> float:
+def window_of(folder: Path) -> tuple[float, float]:
+    """The policy's window and requeue bound (scheduling.requeue_within; the window when unset)."""
     p = folder / "policy.yaml"
     data = yaml.safe_load(p.read_text()) if p.exists() else None
-    return duration(data.get("window", "7d")) if isinstance(data, dict) else 7 * 86400.0
+    if not isinstance(data, dict):
+        return 7 * 86400.0, 7 * 86400.0
+    window = duration(data.get("window", "7d"))
+    within = (data.get("scheduling") or {}).get("requeue_within")
+    bound = window if within is None else duration(within)
+    return window, bound if bound > 0 else window  # 0: the boost is off, the bound the window
+
+
+class Capacity:
+    """Idle GPUs per node and the waiting jobs' shapes, for the overload metrics of docs/formats.md
+    ("Overload"): whether a GPU job waits, and the idle GPUs a waiting single-node job fits on."""
+
+    def __init__(self, cluster: list[dict[str, Any]]) -> None:
+        self.node = {n["node"]: i for i, n in enumerate(cluster)}
+        self.type_of = [n["gpu_type"] for n in cluster]
+        self.types = sorted(set(self.type_of))
+        self.free = [int(n["gpus"]) for n in cluster]
+        self.available = [True] * len(cluster)
+        self.shapes: dict[tuple[tuple[str, ...] | None, int, int], int] = defaultdict(int)
+        self.alloc: dict[str, dict[str, int]] = {}
+        self.allocated = 0
+        self._state: tuple[bool, float, int, int] | None = None
+
+    def shape(self, job: dict[str, Any]) -> tuple[tuple[str, ...] | None, int, int]:
+        types = job["gpu_types"]
+        return (None if types is None else tuple(types), job["gpus"], job["nodes"])
+
+    def pend(self, job: dict[str, Any], delta: int) -> None:
+        key = self.shape(job)
+        self.shapes[key] += delta
+        if not self.shapes[key]:
+            del self.shapes[key]
+        self._state = None
+
+    def run(self, jid: str, alloc: dict[str, int] | None) -> None:
+        """A run of `jid` starts on `alloc`, or (None) its run ends."""
+        if alloc is None:
+            alloc = self.alloc.pop(jid)
+            sign = 1
+        else:
+            self.alloc[jid] = alloc
+            sign = -1
+        for name, g in alloc.items():
+            self.free[self.node[name]] += sign * g
+            self.allocated -= sign * g
+        self._state = None
+
+    def set_available(self, name: str, available: bool) -> None:
+        self.available[self.node[name]] = available
+        self._state = None
+
+    def state(self) -> tuple[bool, float, int, int]:
+        """(a GPU job waits, idle GPUs a waiting single-node job fits on, allocated, available)."""
+        if self._state is not None:
+            return self._state
+        smallest: dict[str, int] = {}
+        asked: dict[str, int] = defaultdict(int)
+        waiting = False
+        for (types, gpus, nodes), count in self.shapes.items():
+            if gpus <= 0:
+                continue
+            waiting = True
+            if nodes != 1:
+                continue
+            for ty in self.types if types is None else types:
+                if ty in self.types:
+                    smallest[ty] = min(smallest.get(ty, gpus), gpus)
+                    asked[ty] += gpus * count
+        idle: dict[str, int] = defaultdict(int)
+        idle_total = 0
+        for i, f in enumerate(self.free):
+            if self.available[i]:
+                idle_total += f
+                m = smallest.get(self.type_of[i])
+                if m is not None and f >= m:
+                    idle[self.type_of[i]] += f
+        fit = float(sum(min(idle[ty], asked[ty]) for ty in smallest))
+        self._state = (waiting, fit, self.allocated, self.allocated + idle_total)
+        return self._state
 
 
 def pct(xs: list[float] | list[int], q: float) -> float | None:
@@ -74,6 +155,17 @@ def team_of(group: str) -> str:
     return group.split("/", 1)[0]
 
 
+def requeue_summary(waits: list[float], bound: float) -> dict[str, Any]:
+    return {
+        "requeues": len(waits),
+        "p50_s": pct(waits, 50),
+        "p90_s": pct(waits, 90),
+        "p99_s": pct(waits, 99),
+        "max_s": max(waits, default=None),
+        "above_bound": sum(1 for w in waits if w > bound),
+    }
+
+
 def summary(xs: list[float]) -> dict[str, Any]:
     return {"jobs": len(xs), "wait_p50_s": pct(xs, 50), "wait_p90_s": pct(xs, 90)}
 
@@ -89,7 +181,12 @@ def _close(
 def measure(folder: Path) -> dict[str, Any]:
     """The figures of one replay folder (see the module's docstring)."""
     metrics = json.loads((folder / "metrics.json").read_text())
-    window = window_of(folder)
+    window, bound = window_of(folder)
+    cap = Capacity(json.loads((folder / "cluster.json").read_text()))
+    span = {"waiting": 0.0, "alloc": 0.0, "avail": 0.0, "fit": 0.0}
+    now = 0.0
+    last_finish: float | None = None
+    requeue_by_team: dict[str, list[float]] = defaultdict(list)
     jobs: dict[str, dict[str, Any]] = {}
     first_start: dict[str, float] = {}
     finish: dict[str, float] = {}
@@ -107,20 +204,36 @@ def measure(folder: Path) -> dict[str, Any]:
         for line in f:
             e = json.loads(line)
             ty, t = e["type"], e["t"]
+            if t > now:
+                waiting, fit, allocated, avail = cap.state()
+                if waiting:
+                    dt = t - now
+                    span["waiting"] += dt
+                    span["alloc"] += allocated * dt
+                    span["avail"] += avail * dt
+                    span["fit"] += fit * dt
+                now = t
             if ty == "submit":
                 jobs[e["job"]] = e
+                cap.pend(e, 1)
             elif ty == "start":
                 jid, job = e["job"], jobs[e["job"]]
                 starts[jid] += 1
                 first = starts[jid] == 1
                 first_start.setdefault(jid, t)
                 if jid in requeued:
-                    requeue_waits.append(t - requeued.pop(jid))
+                    w = t - requeued.pop(jid)
+                    requeue_waits.append(w)
+                    requeue_by_team[team_of(job["group"])].append(w)
+                cap.pend(job, -1)
+                cap.run(jid, e["alloc"])
                 overhead = (job["startup"] if first or not job["resumable"] else job["restore"]) or 0.0
                 runs[jid] = (t, sum(e["alloc"].values()), overhead, first)
             elif ty == "finish":
                 _close(runs, e["job"], t, acc)
                 finish[e["job"]] = t
+                cap.run(e["job"], None)
+                last_finish = t
             elif ty == "preempt":
                 jid = e["job"]
                 _close(runs, jid, t, acc)
@@ -129,6 +242,8 @@ def measure(folder: Path) -> dict[str, Any]:
                 preempts_of[jid] += 1
                 by_reason[e["reason"]] += 1
                 requeued[jid] = t
+                cap.run(jid, None)
+                cap.pend(jobs[jid], 1)
                 by = e.get("by")
                 if by is not None:
                     victim, taker = team_of(jobs[jid]["group"]), team_of(jobs[by]["group"])
@@ -136,12 +251,31 @@ def measure(folder: Path) -> dict[str, Any]:
                     if taker != victim and prev is not None and t - prev <= window:
                         flips += 1
                     last[(victim, taker)] = t
+            elif ty in ("drain", "undrain"):
+                cap.set_available(e["node"], ty == "undrain")
             elif ty == "end":
                 horizon = t
     assert horizon is not None, f"{folder}: no end event"
     for jid in list(runs):
         _close(runs, jid, horizon, acc)
-    requeue_waits.extend(horizon - t for t in requeued.values())  # never restarted: censored
+    for jid, t in requeued.items():  # never restarted: censored at the horizon
+        requeue_waits.append(horizon - t)
+        requeue_by_team[team_of(jobs[jid]["group"])].append(horizon - t)
+    top_groups = [g for g in metrics["groups"] if "/" not in g]
+    overload = {
+        "makespan_s": last_finish,
+        "requeue": {
+            "bound_s": bound,
+            **requeue_summary(requeue_waits, bound),
+            "teams": {g: requeue_summary(requeue_by_team.get(g, []), bound) for g in top_groups},
+        },
+        "waiting": {
+            "span_s": span["waiting"],
+            "occupancy": span["alloc"] / span["avail"] if span["avail"] else None,
+            "idle_while_fit_gpu_h": span["fit"] / 3600,
+            "idle_while_fit_pct": 100 * span["fit"] / span["avail"] if span["avail"] else 0.0,
+        },
+    }
     waits: list[float] = []
     by_size: dict[str, list[float]] = defaultdict(list)
     by_team: dict[str, list[float]] = defaultdict(list)
@@ -211,9 +345,10 @@ def measure(folder: Path) -> dict[str, Any]:
             "p90": pct(requeue_waits, 90),
             "max": max(requeue_waits, default=None),
         },
+        "overload": overload,
         "jct": {"p50": pct(jct, 50), "p90": pct(jct, 90)},
         "occupancy": metrics["occupancy"],
-        "metrics_agree": _agree(metrics, churn, sizes, teams, preemptions),
+        "metrics_agree": _agree(metrics, churn, sizes, teams, preemptions, overload),
     }
 
 
@@ -231,6 +366,7 @@ def _agree(
     sizes: dict[str, Any],
     teams: dict[str, Any],
     preemptions: int,
+    overload: dict[str, Any],
 ) -> bool:
     """Whether metrics.json says what the events say."""
     tops = {
@@ -244,6 +380,7 @@ def _agree(
         and _close_enough(metrics.get("churn"), churn)
         and _close_enough(metrics.get("sizes"), sizes)
         and _close_enough(tops, mine)
+        and all(_close_enough(metrics.get(k), v) for k, v in overload.items())
     )
 
 
@@ -255,9 +392,10 @@ def acceptance(
         if m["scenario"] in ("normal", "small-burst") and "debug" in m["classes"]:
             a["debug p90 <= 60s"] = m["classes"]["debug"]["wait_p90_s"] <= 60.0
         return a
-    if ref is not None and lines == "window":
+    if ref is not None and lines in ("window", "overstated"):
         a["wait p50 <= ref"] = m["wait"]["wait_p50_s"] <= ref["wait"]["wait_p50_s"]
-        a["wait p90 <= ref"] = m["wait"]["wait_p90_s"] <= ref["wait"]["wait_p90_s"]
+        if lines == "window":  # retired with overstated estimates (issue 20): judged per team
+            a["wait p90 <= ref"] = m["wait"]["wait_p90_s"] <= ref["wait"]["wait_p90_s"]
     lo = m["share"]["lowest_over_overall"]
     if lo is not None:
         a["lowest share >= 0.95 overall"] = lo >= 0.95
@@ -265,6 +403,24 @@ def acceptance(
     a["max preemptions per job <= 3"] = churn["preemptions_per_preempted_job"]["max"] <= 3
     a["flip-flops <= 10%"] = churn["flip_flop_pct"] <= 10.0
     a["lost + restart <= 1%"] = churn["lost_plus_restore_pct"] <= 1.0
+    if ref is not None and lines in ("window", "overstated"):
+        teams = [g for g, v in m["teams"].items() if g in ref["teams"] and v["jobs"]]
+        better = [g for g in teams if m["teams"][g]["wait_p90_s"] < ref["teams"][g]["wait_p90_s"]]
+        a[f"teams waiting less at p90 >= 8 ({len(better)} of {len(teams)})"] = len(better) >= 8
+    o = m["overload"]
+    if lines == "full":
+        rq, w = o["requeue"], o["waiting"]
+        a["requeue wait p99 <= 7d"] = (rq["p99_s"] or 0.0) <= 7 * 86400.0
+        a["requeue wait max <= 14d"] = (rq["max_s"] or 0.0) <= 14 * 86400.0
+        a["idle while fit <= 0.5%"] = w["idle_while_fit_pct"] <= 0.5
+        if ref is not None:
+            ro = ref["overload"]
+            a["makespan <= 1.02 ref"] = (o["makespan_s"] or 0.0) <= 1.02 * (ro["makespan_s"] or 0.0)
+            a["occupancy while waiting >= ref - 0.5 pt"] = (w["occupancy"] or 0.0) >= (
+                ro["waiting"]["occupancy"] or 0.0
+            ) - 0.005
+            a["wait p50 <= ref"] = m["wait"]["wait_p50_s"] <= ref["wait"]["wait_p50_s"]
+            a["wait p90 <= ref"] = m["wait"]["wait_p90_s"] <= ref["wait"]["wait_p90_s"]
     if fifo is not None and lines == "full":
         a["no size worse than fifo"] = all(
             v["wait_p50_s"] <= fifo["sizes"][k]["wait_p50_s"]
@@ -291,6 +447,10 @@ def _pair(v: dict[str, Any]) -> str:
     return f"{hms(v['wait_p50_s'])}/{hms(v['wait_p90_s'])}"
 
 
+def _num(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
 def render(results: list[dict[str, Any]], brief: bool) -> str:
     lines = []
     for r in results:
@@ -302,11 +462,15 @@ def render(results: list[dict[str, Any]], brief: bool) -> str:
         verdict = ("FAIL: " + ", ".join(fails)) if fails else ("all lines hold" if acc else "-")
         low = "-" if sh["lowest_over_overall"] is None else f"{sh['lowest_over_overall']:.3f}"
         sizes = " ".join(f"{k}:{_pair(v)}" for k, v in m["sizes"].items())
+        o = m["overload"]
+        rq, wt = o["requeue"], o["waiting"]
         if brief:
             lines.append(
                 f"{m['folder']}: low/ovr {low} wait {_pair(m['wait'])} | {sizes} | jobs preempted "
                 f"{c['preempted_jobs']} max {per['max']} ff {c['flip_flop_pct']:.1f}% churn "
-                f"{c['lost_plus_restore_pct']:.3f}% | {verdict}"
+                f"{c['lost_plus_restore_pct']:.3f}% | requeue p99/max {hms(rq['p99_s'])}/{hms(rq['max_s'])} "
+                f"| makespan {hms(o['makespan_s'])} occ-wait {_num(wt['occupancy'], '.4f')} idle-fit "
+                f"{wt['idle_while_fit_pct']:.2f}% | {verdict}"
             )
             continue
         lines += [
@@ -324,8 +488,16 @@ def render(results: list[dict[str, Any]], brief: bool) -> str:
             f"({m['lost_work_pct']:.3f} %); restart overhead {c['restore_startup_gpu_h']:.1f} GPU-h "
             f"({c['restore_startup_pct']:.3f} %); lost + restart {c['lost_plus_restore_pct']:.3f} %; "
             f"first-start startup {c['first_startup_gpu_h']:.1f} GPU-h",
-            f"  requeue wait p50/p90/max {hms(m['requeue_wait']['p50'])}/{hms(m['requeue_wait']['p90'])}/"
-            f"{hms(m['requeue_wait']['max'])}; JCT p50/p90 {hms(m['jct']['p50'])}/{hms(m['jct']['p90'])}",
+            f"  requeue wait p50/p90/p99/max {hms(rq['p50_s'])}/{hms(rq['p90_s'])}/{hms(rq['p99_s'])}/"
+            f"{hms(rq['max_s'])}; above the bound ({hms(rq['bound_s'])}) {rq['above_bound']} of "
+            f"{rq['requeues']}; JCT p50/p90 {hms(m['jct']['p50'])}/{hms(m['jct']['p90'])}",
+            "  requeue p99/max by team  "
+            + " ".join(
+                f"{k}:{hms(v['p99_s'])}/{hms(v['max_s'])}" for k, v in rq["teams"].items() if v["requeues"]
+            ),
+            f"  makespan {hms(o['makespan_s'])}; while jobs wait ({hms(wt['span_s'])}): occupancy "
+            f"{_num(wt['occupancy'], '.4f')}, idle while a waiting job fits {wt['idle_while_fit_pct']:.2f} % "
+            f"({wt['idle_while_fit_gpu_h']:.0f} GPU-h)",
             f"  metrics.json agrees: {m['metrics_agree']}",
             f"  acceptance: {verdict}",
         ]
@@ -340,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ref-dir", type=Path, help="take --ref and --fifo from this compare folder")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--brief", action="store_true", help="one line per replay")
-    ap.add_argument("--lines", choices=("window", "full", "scenarios"), default="window")
+    ap.add_argument("--lines", choices=("window", "overstated", "full", "scenarios"), default="window")
     args = ap.parse_args(argv)
     folders = sorted(
         {p.parent for p in args.out.rglob("metrics.json") if (p.parent / "events.jsonl").exists()}

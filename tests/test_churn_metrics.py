@@ -32,16 +32,20 @@ def _submit(t: float, job: str, group: str, gpus: int = 1, resumable: bool = Tru
         "group": group,
         "class": "train",
         "gpus": gpus,
+        "nodes": 1,
+        "gpu_types": None,
         "resumable": resumable,
         "restore": 60.0,
         "startup": 10.0,
     }
 
 
-def _write(folder: Path, events: list[dict[str, Any]], window: str = "7d") -> None:
+def _write(folder: Path, events: list[dict[str, Any]], window: str = "7d", extra: str = "") -> None:
     folder.mkdir(parents=True)
     (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    (folder / "policy.yaml").write_text(f"window: {window}\n")
+    (folder / "policy.yaml").write_text(f"window: {window}\n{extra}")
+    nodes = [{"node": "n0", "gpus": 2, "gpu_type": "g"}, {"node": "n1", "gpus": 1, "gpu_type": "g"}]
+    (folder / "cluster.json").write_text(json.dumps(nodes))
     groups = {"a": {"share_delivery": 1.0}, "b/x": {"share_delivery": 0.5}, "b": {"share_delivery": 0.9}}
     (folder / "metrics.json").write_text(
         json.dumps(
@@ -100,6 +104,50 @@ def test_preemptions_flip_flops_overheads_and_waits_from_hand_made_events(tmp_pa
         "2-4": {"jobs": 1, "wait_p50_s": 0.0, "wait_p90_s": 0.0},
     }
     assert m["share"]["lowest"] == 0.9 and m["share"]["lowest_group"] == "b"
+
+
+@pytest.mark.parametrize(
+    ("extra", "bound", "above"),
+    [("", 7 * 86400.0, 0), ("scheduling: {requeue_within: 1000s}\n", 1000.0, 2)],
+    ids=["bound-is-the-window", "requeue-within-1000s"],
+)
+def test_requeue_waits_idle_while_fit_and_makespan_from_hand_made_events(
+    tmp_path: Path, extra: str, bound: float, above: int
+) -> None:
+    _write(tmp_path / "r", EVENTS, extra=extra)
+    o = bench.measure(tmp_path / "r")["overload"]
+    # requeue waits: a1 1000 -> 1500 and 2000 -> 3300 (team a), b1 1500 -> 3000 (team b)
+    rq = o["requeue"]
+    assert rq["bound_s"] == bound and rq["requeues"] == 3 and rq["above_bound"] == above
+    assert (rq["p50_s"], rq["max_s"]) == (1300.0, 1500.0)
+    assert rq["teams"]["a"]["requeues"] == 2 and rq["teams"]["a"]["max_s"] == 1300.0
+    assert rq["teams"]["b"]["p90_s"] == 1500.0
+    assert o["makespan_s"] == 3300.0
+    # some job waits over [0, 3300); 3 GPUs (n0: 2, n1: 1); allocated 2, 1, 2, 1, 1 over the spans
+    # 0-1000-1500-2000-3000-3300; idle GPUs a waiting single-node job fits on: 1, 2, 1, 2, 2
+    w = o["waiting"]
+    assert w["span_s"] == 3300.0
+    assert w["occupancy"] == pytest.approx(4800 / 9900)
+    assert w["idle_while_fit_gpu_h"] == pytest.approx(5100 / 3600)
+    assert w["idle_while_fit_pct"] == pytest.approx(100 * 5100 / 9900)
+
+
+def test_a_drained_node_s_idle_gpus_are_not_idle_while_fit(tmp_path: Path) -> None:
+    ev = [
+        _submit(0, "a1", "a", gpus=2),
+        _submit(0, "b1", "b/x"),
+        {"t": 0, "type": "start", "job": "a1", "alloc": {"n0": 2}},
+        {"t": 100, "type": "drain", "node": "n1", "deadline": 100},
+        {"t": 200, "type": "undrain", "node": "n1"},
+        {"t": 300, "type": "finish", "job": "a1"},
+        {"t": 300, "type": "start", "job": "b1", "alloc": {"n0": 1}},
+        {"t": 400, "type": "end"},
+    ]
+    _write(tmp_path / "r", ev)
+    w = bench.measure(tmp_path / "r")["overload"]["waiting"]
+    # b1 waits [0, 300); n1's idle GPU counts except while drained [100, 200)
+    assert w["span_s"] == 300.0 and w["idle_while_fit_gpu_h"] == pytest.approx(200 / 3600)
+    assert w["occupancy"] == pytest.approx(600 / (3 * 100 + 2 * 100 + 3 * 100))
 
 
 def test_the_recorder_counts_the_hand_made_events_alike() -> None:

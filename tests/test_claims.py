@@ -54,6 +54,21 @@ def test_idle_return_team_is_back_at_90_percent_of_owed_within_6_hours_and_stays
         assert _window(out, "product", a, a + 6 * H) >= 0.9, f"window starting {a / H:.0f} h"
 
 
+def test_idle_return_team_gets_90_percent_of_owed_over_the_six_hours_after_its_return() -> None:
+    """Issue 20: a team that idles for a day moves up at once when it returns (without evicting
+    a run inside its protected window: the claim below)."""
+    back = 2 * 86400.0
+    assert _window(run("idle-return", "fairshare"), "product", back, back + 6 * H) >= 0.9
+
+
+def test_gang_mix_16_gpu_jobs_wait_no_longer_than_under_slurm_at_p50() -> None:
+    """Issue 20: 16-GPU gangs among 1-GPU jobs start no later than Slurm's backfill starts them."""
+    fs = metrics("gang-mix", "fairshare")["sizes"][">8"]
+    slurm = metrics("gang-mix", "slurm-multifactor")["sizes"][">8"]
+    assert fs["jobs"] == slurm["jobs"] > 10
+    assert fs["wait_p50_s"] <= slurm["wait_p50_s"]
+
+
 def test_idle_return_no_job_anywhere_is_preempted_inside_its_protected_window() -> None:
     evs = [json.loads(e) for e in run("idle-return", "fairshare").events]
     protected: dict[str, float] = {}

@@ -3,7 +3,8 @@
 The hashes below are of the output files written by main at 2ab93f5 (before issue 10) for the
 built-in scenarios with seed 1: events.jsonl, decisions.jsonl, and metrics.json read as JSON and
 dumped with sorted keys. The metrics issue 10 added (`churn`, `sizes`, the per-team waits under
-`groups`) are taken out before hashing; every value that was there before is the same.
+`groups`) and issue 20 added (`makespan_s`, `requeue`, `waiting`) are taken out before hashing;
+every value that was there before is the same.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ OFF = {
     "flip_guard": "0s",
     "fast_classes": [],
     "max_reservations": 1,
+    "requeue_within": "0s",
+    "reservation_backfill": False,
 }
 
 # (scenario, strategy before issue 10): (events, decisions, metrics) sha256, first 16 hex digits
@@ -37,6 +40,15 @@ GOLDEN = {
     ("large-training", "slurm-multifactor"): ("7ade1d0c40b83365", "061c6fb93aa8f9ba", "18cdf173316bf90b"),
 }
 
+# Issue 20's victim-search fix (core/victims._room: GPUs held for another job's reservation are not
+# freeable) changes the keys-off replays where the old search counted such a node as freeable:
+# their hashes after the fix. large-training and the slurm model have no such search.
+VICTIM_FIX = {
+    ("normal", "fairshare"): ("d826c693e415ea97", "faa85bcc26f68663", "841945580a1690f3"),
+    ("idle-return", "fairshare"): ("64a232c3789d355a", "367f6e3edaad5f62", "ebef541e5c73319a"),
+    ("small-burst", "fairshare"): ("712f7039708cfe7d", "32a04d34aa4230cf", "7b762e34713bc673"),
+}
+
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -45,6 +57,7 @@ def _digest(text: str) -> str:
 def _without_issue_10_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     m = copy.deepcopy(metrics)
     del m["churn"], m["sizes"]
+    del m["makespan_s"], m["requeue"], m["waiting"]  # issue 20's
     for g in m["groups"].values():
         for key in ("jobs", "wait_p50_s", "wait_p90_s"):
             g.pop(key, None)
@@ -69,7 +82,8 @@ def _hashes(scenario: str, strategy: str, scheduling: dict[str, Any]) -> tuple[s
 
 @pytest.mark.parametrize("scenario", ["normal", "idle-return", "large-training", "small-burst"])
 def test_fairshare_with_the_issue_10_keys_off_replays_as_before(scenario: str) -> None:
-    assert _hashes(scenario, "fairshare", OFF) == GOLDEN[(scenario, "fairshare")]
+    key = (scenario, "fairshare")
+    assert _hashes(scenario, "fairshare", OFF) == VICTIM_FIX.get(key, GOLDEN[key])
 
 
 @pytest.mark.parametrize("scenario", ["normal", "large-training"])

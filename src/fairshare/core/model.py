@@ -135,6 +135,12 @@ class Knobs:
                         the policy's window by default; 0: off)
     max_reservations    jobs of one pass that may hold GPUs (0: every waiting job that qualifies)
     fast_classes        classes tried first in every pass (the fast lane), e.g. debug
+    requeue_within      (issue 20) a run preempted and still waiting after half of this goes first
+                        in its leaf's order, ahead of the las/shortest keys (the policy's window by
+                        default; 0: off)
+    reservation_backfill (issue 20) a job may start on GPUs reserved for another job when its
+                        estimated end comes by the time the reservation's job is expected to start
+                        (the running jobs' estimated ends on those nodes; Slurm's backfill rule)
     slurm-multifactor's backfill (Slurm's names): bf_interval, bf_window, bf_resolution,
     bf_max_job_test, bf_continue (no effect: the model's backfill cycle never yields); its main
     scheduler's periodic pass: sched_interval (0: at events only)
@@ -156,6 +162,8 @@ class Knobs:
     flip_guard: float = 7 * 86400.0
     max_reservations: int = 0
     fast_classes: tuple[str, ...] = ("debug",)
+    requeue_within: float = 7 * 86400.0
+    reservation_backfill: bool = True
     bf_interval: float = 30.0
     bf_window: float = 86400.0
     bf_resolution: float = 60.0

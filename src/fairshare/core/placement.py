@@ -15,6 +15,7 @@ Rules:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -101,7 +102,10 @@ class Tentative:
     """A pass's view of free capacity: the index plus changes made during the pass.
 
     `held` maps node -> GPUs reserved for one waiting job, `holder` node -> that job (a pass may
-    reserve for several jobs, each on its own nodes); other jobs see held GPUs as taken.
+    reserve for several jobs, each on its own nodes); other jobs see held GPUs as taken, except
+    (reservation backfill) a job whose estimated end `until` comes by the node's `held_until`, the
+    time the reservation's job is expected to start by the running jobs' estimates: it gives the
+    GPUs back before they are needed.
     """
 
     def __init__(self, index: FreeIndex) -> None:
@@ -109,23 +113,30 @@ class Tentative:
         self.overlay: dict[int, int] = {}
         self.held: dict[int, int] = {}
         self.holder: dict[int, str] = {}
+        self.held_until: dict[int, float] = {}
+        self.until: float | None = None  # the estimated end of the job being placed (backfill)
 
     def copy(self) -> Tentative:
         t = Tentative(self.index)
         t.overlay = dict(self.overlay)
         t.held = dict(self.held)
         t.holder = dict(self.holder)
+        t.held_until = dict(self.held_until)
+        t.until = self.until
         return t
 
-    def hold(self, nodes: Iterable[int], gpus: int, job: str) -> None:
-        """Reserve `gpus` on each of `nodes` for `job`."""
+    def hold(self, nodes: Iterable[int], gpus: int, job: str, until: float | None = None) -> None:
+        """Reserve `gpus` on each of `nodes` for `job`; with `until`, jobs that end by then may
+        use them (reservation backfill)."""
         for i in nodes:
             self.held[i] = gpus
             self.holder[i] = job
+            if until is not None:
+                self.held_until[i] = until
 
     def release(self) -> None:
         """Drop every reservation."""
-        self.held, self.holder = {}, {}
+        self.held, self.holder, self.held_until = {}, {}, {}
 
     def holds_for_others(self, job: str | None) -> bool:
         """Whether some GPUs are reserved for a job other than `job`."""
@@ -137,7 +148,9 @@ class Tentative:
     def avail(self, i: int, job: str | None) -> int:
         f = self.free(i)
         if i in self.held and job != self.holder[i]:
-            f -= self.held[i]
+            until = self.until
+            if until is None or until > self.held_until.get(i, -math.inf):
+                f -= self.held[i]
         return max(0, f)
 
     def take(self, alloc: Alloc) -> None:

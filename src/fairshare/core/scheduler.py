@@ -25,6 +25,7 @@ preempted knobs.preempt_budget times already.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import math
@@ -103,6 +104,7 @@ class _Pass:
         self.backfilled = False
         self.sched = snap.knobs
         self.victims_latest = max(snap.victims_at, default=-math.inf)
+        self.ends_on: dict[int, list[tuple[float, int, str]]] | None = None  # node -> estimated ends
 
     # ------------------------------------------------------------------ effects on the pass
     def _adjust_used(self, leaf: int, delta: float) -> None:
@@ -118,6 +120,11 @@ class _Pass:
 
     def start(self, job: JobRequest, alloc: Alloc, evidence: dict[str, Any]) -> None:
         charge = job.charge_on(self.s.index.nodes[alloc[0][0]], dict(self.s.rates))
+        if self.ends_on is not None:
+            st = self.s.states[job.id]
+            end = self.s.now + remaining(job, st.starts > 0, st.kept)
+            for i, g in alloc:
+                bisect.insort(self.ends_on.setdefault(i, []), (end, g, job.id))
         self.view.take(alloc)
         self.starts.append(Start(job.id, alloc, charge, evidence))
         self.handled.add(job.id)
@@ -225,13 +232,77 @@ class _Pass:
     # ------------------------------------------------------------------ reservations (ordered)
     def reserve(self, job: JobRequest, shape: Shape, ev: dict[str, Any]) -> None:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
-        held = self._hold_nodes(job, shape)
+        until: float | None = None
+        if self.sched.reservation_backfill:
+            held, until = self._hold_nodes_by_estimate(shape)
+        else:
+            held = self._hold_nodes(job, shape)
         if held:
-            self.view.hold(held, shape.per_node, job.id)
+            self.view.hold(held, shape.per_node, job.id, until)
             if self.reservation is None:
                 self.reservation = (job.id, held)
             self.n_reserved += 1
             ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
+
+    def _hold_nodes_by_estimate(self, shape: Shape) -> tuple[tuple[int, ...], float]:
+        """The k nodes of one allowed type, not held for another job yet, expected to have
+        `per_node` free GPUs soonest (_ready; ties: the most free GPUs now, then the lowest index),
+        and when the last of them is expected to (the reservation's expected start); of the types,
+        the one expected soonest (ties: the most free GPUs, then the first type)."""
+        index, view = self.s.index, self.view
+        held, per = view.held, shape.per_node
+        best: tuple[float, int, tuple[int, ...]] | None = None
+        for ty in shape.types if shape.types is not None else range(len(index.types)):
+            ranked = sorted(
+                (self._ready(i, per), -view.free(i), i)
+                for i in range(len(index.nodes))
+                if index.node_type[i] == ty and index.available[i] and i not in held
+            )[: shape.nodes]
+            if len(ranked) < shape.nodes:
+                continue
+            at, free = max(r[0] for r in ranked), sum(r[1] for r in ranked)
+            if best is None or (at, free) < (best[0], best[1]):
+                best = (at, free, tuple(sorted(r[2] for r in ranked)))
+        return (best[2], best[0]) if best is not None else ((), self.s.now)
+
+    def _ready(self, i: int, per_node: int) -> float:
+        """When node i is expected to have `per_node` free GPUs: now if it has them, else as its
+        runs end by their estimates (the pass's starts included, its preemptions not), or earlier
+        by their protection's end when the strategy's victim rule could take them (over-served
+        side, budget left); infinity if never. Reads estimates only, never the true run times."""
+        if self.ends_on is None:
+            self.ends_on = {}
+            s, rule = self.s, self.strategy.victims
+            anc, budget = s.tree.leaf_ancestors, s.knobs.preempt_budget
+            for r in s.running.values():
+                end = r.t0 + r.overhead + r.job.estimate - r.kept
+                if (
+                    rule.preempts
+                    and (not budget or s.states[r.job.id].preemptions < budget)
+                    and rule.could_take(anc[r.job.leaf], self.used, s.owed)
+                ):
+                    end = min(end, r.protected_until)
+                for n, g in r.alloc:
+                    self.ends_on.setdefault(n, []).append((end, g, r.job.id))
+            for ends in self.ends_on.values():
+                ends.sort()
+        free = self.view.free(i)
+        if free >= per_node:
+            return self.s.now
+        for end, g, jid in self.ends_on.get(i, ()):
+            if jid in self.gone:
+                continue
+            free += g
+            if free >= per_node:
+                return max(self.s.now, end)
+        return math.inf
+
+    def _until(self, job: JobRequest) -> float | None:
+        """The job's estimated end if it started now (reservation backfill), else None."""
+        if not self.sched.reservation_backfill:
+            return None
+        st = self.s.states[job.id]
+        return self.s.now + remaining(job, st.starts > 0, st.kept)
 
     def _hold_nodes(self, job: JobRequest, shape: Shape) -> tuple[int, ...]:
         """The k nodes of one allowed type, not held for another job yet, with the most free GPUs
@@ -322,12 +393,17 @@ class _Pass:
                 order.failed(qk)
                 continue
             ev = self._evidence(order, job)
+            self.view.until = self._until(job)
             alloc = None if dominated else place(self.view, jid, shape)
             if alloc is not None:
+                if self.view.until is not None and self._on_held(alloc, jid):
+                    ev["reservation_backfill"] = True
+                self.view.until = None
                 self.start(job, alloc, ev)
                 order.started(qk)
                 order.used_changed(job.leaf)
                 continue
+            self.view.until = None
             before = len(self.preempts)
             if self.try_preempting(job, rule, ev):
                 order.started(qk)
@@ -352,6 +428,10 @@ class _Pass:
             order.failed(qk)
             if self.attempts >= self.strategy.max_preempt_attempts:
                 borrowing = False
+
+    def _on_held(self, alloc: Alloc, job: str) -> bool:
+        held, holder = self.view.held, self.view.holder
+        return any(i in held and holder[i] != job for i, _ in alloc)
 
     def _evidence(self, order: object, job: JobRequest) -> dict[str, Any]:
         ev: dict[str, Any] = {"phase": "ordered", "order": self.strategy.name, "waited_s": self.wait(job)}

@@ -51,6 +51,7 @@ class JobState:
     preempt_failed_at: float = -math.inf  # when it last found no victims
     preemptions: int = 0  # times its runs were preempted (any reason): the preemption budget
     attained: float = 0.0  # GPU-seconds of its runs so far (least attained service)
+    requeue_boost: bool = False  # requeued and waiting half of knobs.requeue_within: first in its leaf
 
 
 QueueKey = tuple[int, int, Shape]  # (leaf, label rank, shape)

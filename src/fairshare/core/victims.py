@@ -386,11 +386,22 @@ def could_free(p: SearchPass, shape: Shape, job: JobRequest, runs: list[RunView]
         for i, g in freeable.items():
             if i in ok or index.node_type[i] != ty or not index.available[i]:
                 continue
-            if view.avail(i, job.id) + g >= per:
+            if _room(view, i, job.id) + g >= per:
                 ok.add(i)
                 if len(ok) >= need:
                     return True
     return False
+
+
+def _room(view: Tentative, node: int, job: str) -> int:
+    """The GPUs of `node` that `job` could use once victims free theirs: its free GPUs minus those
+    held there for another job, unclamped (`Tentative.avail` stops at 0, so a node whose held GPUs
+    exceed its free ones would look freeable although the victims' GPUs go to the reservation
+    first)."""
+    f = view.free(node)
+    if node in view.held and view.holder[node] != job:
+        f -= view.held[node]
+    return f
 
 
 def find_victims(p: SearchPass, job: JobRequest, rule: VictimRule) -> tuple[list[RunView], Alloc, int] | None:
@@ -453,7 +464,7 @@ def _cheapest_on_node(
 ) -> tuple[float, int, list[RunView]] | None:
     """(lost work, node, victims): the cheapest candidates on one node that free room for one
     member of the job (none needed when it has room already); None when they cannot."""
-    need = shape.per_node - p.view.avail(node, job.id)
+    need = shape.per_node - _room(p.view, node, job.id)
     if need <= 0:
         return (0.0, node, [])
     picked: list[RunView] = []

@@ -157,3 +157,36 @@ class Demand:
             if not any(per < len(at_least[ty]) and at_least[ty][per] >= k for ty in ok):
                 blocked.update(ok)
         return float(sum(free[ty] for ty in sorted(blocked)))
+
+    def waiting_and_idle_fit(self) -> tuple[bool, float]:
+        """(some GPU job waits, the idle GPUs a waiting single-node job fits on): per GPU type, the
+        idle GPUs on nodes taking work with at least as many idle GPUs as the smallest waiting
+        single-node GPU job that may use the type asks for, capped at the GPUs those waiting jobs
+        ask for in total; summed over the types (docs/formats.md "Overload")."""
+        if not self.pending_shapes:
+            return False, 0.0
+        index = self.index
+        k = len(index.types)
+        smallest: list[int | None] = [None] * k
+        asked = [0] * k
+        waiting = False
+        for (types, gpus, nodes), count in self.pending_shapes.items():
+            if gpus <= 0:
+                continue
+            waiting = True
+            if nodes != 1:
+                continue
+            for ty in range(k) if types is None else [index.type_id[t] for t in types]:
+                m = smallest[ty]
+                if m is None or gpus < m:
+                    smallest[ty] = gpus
+                asked[ty] += gpus * count
+        total = 0
+        for ty in range(k):
+            m = smallest[ty]
+            if m is None:
+                continue
+            buckets = index.buckets[ty]
+            idle = sum(x * len(buckets[x]) for x in range(m, len(buckets)))
+            total += min(idle, asked[ty])
+        return waiting, float(total)

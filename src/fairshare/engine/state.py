@@ -184,6 +184,8 @@ class EngineState:
             if kind == "protect":
                 self.protect_ended.append(payload)
                 continue
+            if kind == "requeue":
+                self._boost(*payload)
             self.need_pass = True
             if kind == "expiry":
                 self.shares = effective_shares(self.tree, self.setup.exceptions, self.t)
@@ -274,6 +276,8 @@ class EngineState:
         """A job's place in its leaf's queues when keyed (knobs.leaf_order, fairshare only): (GPU-
         seconds run so far, seq) for las; (estimate left, seq) for shortest."""
         st = self.states[job.id]
+        if st.requeue_boost:  # requeued and waiting half of requeue_within: first, by preemption
+            return (-1.0, st.pending_since, job.seq)
         if self.knobs.leaf_order == "las":
             return (st.attained, job.seq)
         return (max(0.0, job.estimate - st.kept), job.seq)
@@ -319,6 +323,7 @@ class EngineState:
             job, t, alloc, charge, overhead_of(job, st.starts > 0), st.kept, protected_until(t, job)
         )
         st.starts += 1
+        st.requeue_boost = False
         self.running[job_id] = view
         self.by_leaf.setdefault(job.leaf, {})[job_id] = view
         self.demand.add_run(job.leaf, self.fleet.index.node_type[alloc[0][0]], charge)
@@ -376,7 +381,18 @@ class EngineState:
             self._took(by, view.job.leaf)
         self._to_pending(view.job)
         self._push(self.t + self.knobs.requeue_delay, "wake", None)
+        if self.keyed and self.knobs.requeue_within > 0:
+            self._push(self.t + self.knobs.requeue_within / 2, "requeue", (job_id, st.preemptions))
         return view
+
+    def _boost(self, job_id: str, preemptions: int) -> None:
+        """A requeued job waits half of requeue_within after that preemption: it goes first."""
+        job, st = self.pending.jobs.get(job_id), self.states.get(job_id)
+        if job is None or st is None or st.preemptions != preemptions or st.requeue_boost:
+            return
+        self.pending.remove(job)
+        st.requeue_boost = True
+        self.pending.add(job, self.fleet.index, self._sort_key(job))
 
     def _took(self, by: str, victim_leaf: int) -> None:
         """The flip guard's record: the preemptor's side took from the victim's side now (the

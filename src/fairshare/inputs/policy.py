@@ -200,6 +200,10 @@ class Scheduling(StrictModel):
     fairshare against churn (docs/concepts.md): leaf_order (las), preempt_budget (3), flip_guard
     (None: the policy's window), max_reservations (0: no cap), fast_classes ([debug]: of the
     policy's classes, those listed)
+    fairshare in overload (issue 20): requeue_within (None: the policy's window; 0: off): a run
+    preempted past protection and still waiting after half of it goes first in its leaf;
+    reservation_backfill (true): a job whose estimated end comes before a reservation's expected
+    start (by the running jobs' estimates) may use the reserved GPUs
     """
 
     preemption: Literal["over_served", "none"] = "over_served"
@@ -218,6 +222,8 @@ class Scheduling(StrictModel):
     flip_guard: Seconds | None = None
     max_reservations: Whole = Field(default=0, ge=0, le=limits.MAX_JOB_COUNT_KNOB)
     fast_classes: tuple[Name, ...] | None = None
+    requeue_within: Seconds | None = None
+    reservation_backfill: bool = True
     bf_interval: Seconds = 30.0
     bf_window: Seconds = 86400.0
     bf_resolution: Seconds = 60.0
@@ -240,7 +246,7 @@ class Scheduling(StrictModel):
     def _durations(cls, v: Any) -> Any:
         return _dur(v)
 
-    @field_validator("flip_guard", mode="before")
+    @field_validator("flip_guard", "requeue_within", mode="before")
     @classmethod
     def _guard(cls, v: Any) -> Any:
         return None if v is None else _dur(v)
@@ -270,6 +276,8 @@ class Scheduling(StrictModel):
         values = self.model_dump()
         if values["flip_guard"] is None:
             values["flip_guard"] = window
+        if values["requeue_within"] is None:
+            values["requeue_within"] = window
         if values["fast_classes"] is None:
             values["fast_classes"] = tuple(c for c in ("debug",) if c in set(classes))
         return Knobs(**values)

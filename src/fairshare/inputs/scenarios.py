@@ -379,10 +379,9 @@ def label_inflation(seed: int) -> ScenarioData:
     )
 
 
-def eight_gpu(seed: int) -> ScenarioData:
-    """The startup example: one 8-GPU node, product 40%, platform 35%, research 25%."""
-    g = _Gen(seed)
-    policy: dict[str, Any] = {
+def _startup_policy() -> dict[str, Any]:
+    """eight-gpu's (and gang-mix's) policy: product 40%, platform 35%, research 25%."""
+    return {
         "window": "7d",
         "gpu_rates": {"H100": 1.0},
         "tree": [
@@ -435,6 +434,12 @@ def eight_gpu(seed: int) -> ScenarioData:
             },
         },
     }
+
+
+def eight_gpu(seed: int) -> ScenarioData:
+    """The startup example: one 8-GPU node, product 40%, platform 35%, research 25%."""
+    g = _Gen(seed)
+    policy = _startup_policy()
     cluster = {
         "pools": [{"name": "node", "count": 1, "gpus": 8, "gpu_type": "H100", "cpus": 96, "mem_gb": 768}],
         "epoch": "2026-12-01T00:00:00Z",
@@ -469,6 +474,38 @@ def eight_gpu(seed: int) -> ScenarioData:
     )
 
 
+def gang_mix(seed: int) -> ScenarioData:
+    """Issue 20: 16-GPU gangs (two whole nodes) among 1-GPU jobs on four 8-GPU nodes, fully loaded."""
+    g = _Gen(seed)
+    cluster = {
+        "pools": [
+            {
+                "name": "node",
+                "count": 4,
+                "gpus": 8,
+                "gpu_type": "H100",
+                "cpus": 96,
+                "mem_gb": 768,
+                "nodes_per_block": 4,
+            }
+        ],
+        "epoch": "2026-12-01T00:00:00Z",
+        "horizon": "6d",
+    }
+    for team, scale in (("product", 1.0), ("platform", 0.8), ("research", 1.2)):
+        g.stream(team, "train", 0, 4 * D, 2.0 * scale, (1,), (1.0,), 2 * H, 0.7, _labels_mixed)
+        g.stream(team, "train", 0, 4 * D, 0.08 * scale, (16,), (1.0,), 3 * H, 0.5, _labels_mixed)
+    return ScenarioData(
+        "gang-mix",
+        "Four 8-GPU nodes given about as much work as they hold (1.05 times, in bursts above it): "
+        "a steady stream of 1-GPU training jobs from three teams, and among them 16-GPU gangs "
+        "that need two whole nodes.",
+        _startup_policy(),
+        cluster,
+        g.records(),
+    )
+
+
 SCENARIOS: dict[str, Callable[[int], ScenarioData]] = {
     "normal": normal,
     "small-burst": small_burst,
@@ -477,6 +514,7 @@ SCENARIOS: dict[str, Callable[[int], ScenarioData]] = {
     "idle-return": idle_return,
     "label-inflation": label_inflation,
     "eight-gpu": eight_gpu,
+    "gang-mix": gang_mix,
 }
 
 
@@ -490,4 +528,5 @@ DESCRIPTIONS: dict[str, str] = {
     "idle-return": "product (40% share) is idle for a day while others fill the cluster, then returns",
     "label-inflation": "everyday load where every team marks every job high",
     "eight-gpu": "the startup case: one 8-GPU node, product 40% / platform 35% / research 25%",
+    "gang-mix": "16-GPU gangs among 1-GPU jobs on four 8-GPU nodes, fully loaded",
 }

@@ -25,6 +25,7 @@ from ..engine.state import EngineState
 from ..inputs.policy import Gates
 from ..inputs.workload import Job
 from .churn import SIZES, Churn, size_of, team_of, waits_summary
+from .overload import Overload
 from .results import Series
 
 EPS = LEDGER_EPS
@@ -56,6 +57,8 @@ class IntervalState:
     idle_available_gpus: int
     fragmented_gpus: float
     gpus_by_type: Vec  # rows: allocated, idle available GPUs; one column per GPU type
+    waiting: bool = False  # some GPU job waits
+    idle_fit_gpus: float = 0.0  # idle GPUs a waiting single-node job fits on (Demand.waiting_and_idle_fit)
 
     @property
     def owed(self) -> Vec:
@@ -101,6 +104,7 @@ class MetricsFeed:
             demand_t = (d.leaf_pending_t + d.leaf_used_t) @ d.up
             for ty in range(k):
                 rates[3 + k + ty] = self._owed_of_type(engine, ty, demand_t[ty].tolist())
+        waiting, idle_fit = engine.demand.waiting_and_idle_fit()
         self.recorder.current = IntervalState(
             rates,
             cap,
@@ -108,6 +112,8 @@ class MetricsFeed:
             fleet.idle_available,
             engine.demand.fragmented_gpus(),
             np.array([fleet.alloc_t, fleet.idle_t], dtype=np.float64),
+            waiting,
+            idle_fit,
         )
 
     def _owed_of_type(self, engine: EngineState, ty: int, demand: list[float]) -> list[float]:
@@ -147,9 +153,12 @@ class MetricsRecorder:
     _next_sample: float = 0.0
     current: IntervalState | None = None  # the rates now (MetricsFeed sets them)
     churn: Churn = field(init=False)
+    requeue_bound: float | None = None  # the policy's requeue_within (None: the window)
+    overload: Overload = field(init=False)
 
     def __post_init__(self) -> None:
         self.churn = Churn(self.window)
+        self.overload = Overload(self.window if self.requeue_bound is None else self.requeue_bound)
         n = len(self.tree.paths)
         self.acc = np.zeros((3 + 2 * len(self.gpu_types), n))
         self.gpu_acc = np.zeros((2, len(self.gpu_types)))
@@ -169,6 +178,7 @@ class MetricsRecorder:
         self.churn.started(job_id, t, gpus, overhead, f.first_start is None)
         if f.first_start is None:
             f.first_start = t
+        self.overload.started(job_id, f.group, t)
         if f.pending_since is not None:
             f.max_spell = max(f.max_spell, t - f.pending_since)
         f.pending_since = None
@@ -178,6 +188,7 @@ class MetricsRecorder:
         self.churn.stopped(job_id, t)
         self.churn.preempted(job_id, t, team_of(f.group), team_of(self.jobs[by].group) if by else None)
         f.pending_since = t
+        self.overload.preempted(job_id, t)
         self.preemptions += 1
         self.lost_gpu_s += lost
         top = f.group.split("/", 1)[0]
@@ -186,6 +197,7 @@ class MetricsRecorder:
     def job_finished(self, job_id: str, t: float) -> None:
         self.churn.stopped(job_id, t)
         self.jobs[job_id].finished = t
+        self.overload.finished(t)
 
     # ----------------------------------------------------------------- integration
     @property
@@ -240,6 +252,7 @@ class MetricsRecorder:
         self.alloc_s += st.allocated_gpus * dt
         self.idle_s += st.idle_available_gpus * dt
         self.frag_s += st.fragmented_gpus * dt
+        self.overload.interval(dt, st.waiting, st.allocated_gpus, st.idle_available_gpus, st.idle_fit_gpus)
 
     # ----------------------------------------------------------------- results
     def _min_window(self, node: int, horizon: float) -> float | None:
@@ -351,6 +364,13 @@ class MetricsRecorder:
         }
         metrics["churn"] = self.churn.finalize(horizon, self.alloc_s, self.lost_gpu_s)
         self._waits_by_team_and_size(metrics, horizon)
+        metrics.update(
+            self.overload.finalize(
+                horizon,
+                {jid: f.group for jid, f in self.jobs.items() if jid in self.overload.preempted_at},
+                [self.tree.paths[i] for i in self.tree.top],
+            )
+        )
         metrics["gates"] = evaluate_gates(metrics, self.tree, gates, exceptions)
         metrics["starvation"]["groups_below_share_beyond_window"] = [
             self.tree.paths[i]

@@ -137,7 +137,14 @@ class Simulator:
         )
         index_types = sorted({n.gpu_type for n in cluster.nodes})
         gpus_of_type = [sum(n.gpus for n in cluster.nodes if n.gpu_type == ty) for ty in index_types]
-        self.metrics = MetricsRecorder(tree, policy.window, tuple(index_types), tuple(gpus_of_type))
+        within = policy.knobs().requeue_within
+        self.metrics = MetricsRecorder(
+            tree,
+            policy.window,
+            tuple(index_types),
+            tuple(gpus_of_type),
+            requeue_bound=within if within > 0 else policy.window,
+        )
         self.engine = EngineState(self.setup, self.strategy, MetricsFeed(self.metrics), journal)
         self.heap: list[tuple[float, int, int, SimEvent]] = []
         self.seq = 0

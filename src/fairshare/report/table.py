@@ -241,6 +241,13 @@ def _per_job(m: Mapping[str, Any]) -> str:
     return " / ".join(f"{number(per.get(k)):g}" for k in ("p50", "p99", "max"))
 
 
+def _requeue(m: Mapping[str, Any]) -> str:
+    """Requeue waits (preemption to the next start) p50 / p99 / max; n/a without requeues."""
+    if not dig(m, "requeue", "requeues"):
+        return NA
+    return " / ".join(fmt_duration(dig(m, "requeue", k)) for k in ("p50_s", "p99_s", "max_s"))
+
+
 def _flip_flops(m: Mapping[str, Any]) -> str:
     n = fmt_int(dig(m, "churn", "flip_flops"))
     return n if n == NA else f"{n} ({fmt_pct(dig(m, 'churn', 'flip_flop_pct'))})"
@@ -277,8 +284,13 @@ def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
         row("flip-flops", _flip_flops),
         row("restart overhead GPU-h", _at(fmt_num, "churn", "restore_startup_gpu_h")),
         row("lost + restart overhead %", _at(fmt_pct, "churn", "lost_plus_restore_pct")),
+        row("requeue wait p50 / p99 / max", _requeue),
+        row("requeues longer than the bound", _at(fmt_int, "requeue", "above_bound")),
         Row("Capacity", heading=True),
         row("occupancy", _at(fmt_ratio_pct, "occupancy")),
+        row("occupancy while jobs wait", _at(fmt_ratio_pct, "waiting", "occupancy")),
+        row("idle while a waiting job fits %", _at(fmt_pct, "waiting", "idle_while_fit_pct")),
+        row("makespan", _at(fmt_duration, "makespan_s")),
         row("fragmented GPU-h", _at(fmt_num, "fragmented_gpu_h")),
         row("unallocated %", _at(fmt_pct, "unallocated_pct")),
         *_type_rows(results, row),

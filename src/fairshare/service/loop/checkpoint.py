@@ -46,7 +46,7 @@ log = logging.getLogger("fairshare.service.loop.checkpoint")
 
 # Bump when the engine's shape changes (attributes added, renamed or retyped in EngineState,
 # LiveEngine or what they hold): a checkpoint of another shape is then ignored, not misread.
-FORMAT = 3  # 2: LiveEngine.ended_q (retention); 3: the service in rooms (pickled module paths moved)
+FORMAT = 3  # 2: LiveEngine.ended_q (retention); 3: the service in rooms (pickled module paths moved), JobState.requeue_boost (issue 20)
 
 
 def code_version() -> str:

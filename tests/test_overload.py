@@ -1,0 +1,91 @@
+"""Issue 20's mechanisms on tiny replays: a requeued run goes first once it has waited half of
+`requeue_within`, and reservations by estimates (jobs that end before a reservation's expected
+start may use its GPUs; the reserved nodes are those expected to be ready soonest)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conftest import events_of, job, replay, tiny_cluster, tiny_policy
+
+H = 3600.0
+
+
+def _starts(evs: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    return [(e["job"], e["t"]) for e in evs if e["type"] == "start"]
+
+
+def _drained_once() -> dict[str, Any]:
+    return tiny_cluster(
+        nodes=1, maintenance=[{"nodes": ["n-000"], "start": "1000s", "deadline": "1000s", "end": "2000s"}]
+    )
+
+
+# a0 runs alone, a drain preempts it at t=1000; five new 8-GPU jobs of its team (3 h each) arrive
+# meanwhile. Least attained service puts them first (a0 has run); the requeue boost puts a0 first
+# once it has waited half of requeue_within.
+REQUEUE = [job("a0", 0, "a", "train", 8, 10 * H)] + [
+    job(f"a{i}", 500 + i, "a", "train", 8, 3 * H) for i in range(1, 6)
+]
+
+
+@pytest.mark.parametrize(
+    ("within", "restart_after"),
+    [("4h", "a1"), ("0s", "a5")],
+    ids=["boost-after-2h-restarts-after-the-running-job", "boost-off-waits-for-every-new-job"],
+)
+def test_a_requeued_run_goes_first_once_it_waited_half_of_requeue_within(
+    within: str, restart_after: str
+) -> None:
+    policy = tiny_policy(scheduling={"requeue_within": within})
+    evs = events_of(replay(policy, _drained_once(), REQUEUE))
+    starts = _starts(evs)
+    assert [e["reason"] for e in evs if e["type"] == "preempt"] == ["drain"]
+    order = [j for j, _ in starts if j != "a0"]
+    restart = [t for j, t in starts if j == "a0"][1]
+    prev = starts[[j for j, _ in starts].index(restart_after)][1]
+    assert order == ["a1", "a2", "a3", "a4", "a5"]
+    # a0 restarts as soon as the job before it ends (3 h of work + 1 min startup)
+    assert restart == pytest.approx(prev + 3 * H + 60)
+
+
+def test_the_requeue_bound_is_the_metrics_bound_and_counts_the_waits_above_it() -> None:
+    out = replay(tiny_policy(scheduling={"requeue_within": "4h"}), _drained_once(), REQUEUE)
+    rq = out.result.metrics["requeue"]
+    assert rq["bound_s"] == 4 * H and rq["requeues"] == 1 and rq["above_bound"] == 0
+    off = replay(tiny_policy(scheduling={"requeue_within": "0s"}), _drained_once(), REQUEUE)
+    rq = off.result.metrics["requeue"]
+    assert rq["bound_s"] == 7 * 86400.0 and rq["max_s"] > 4 * 3 * H  # behind four 3-hour jobs
+
+
+# One 8-GPU node, one team: r1 (4 GPUs, 2 h) and r2 (4 GPUs, 10 h) run; g (8 GPUs) waits and gets
+# the node reserved (expected start: r2's estimated end). When r1 ends, `short` (1 GPU, 1 h) ends
+# before that and may use the reserved GPUs; `long` (2 GPUs, 20 h) may not.
+BACKFILL = [
+    job("r1", 0, "a", "train", 4, 2 * H),
+    job("r2", 0, "a", "train", 4, 10 * H),
+    job("g", 60, "a", "train", 8, 1 * H),
+    job("long", 120, "a", "train", 2, 20 * H),
+    job("short", 180, "a", "train", 1, 1 * H),
+]
+
+
+@pytest.mark.parametrize(
+    ("backfill", "short_starts_at_r1_end"),
+    [(True, True), (False, False)],
+    ids=["backfill-uses-the-reserved-gpus-until-the-expected-start", "without-backfill-they-stay-idle"],
+)
+def test_a_job_ending_before_a_reservations_expected_start_may_use_its_gpus(
+    backfill: bool, short_starts_at_r1_end: bool
+) -> None:
+    policy = tiny_policy(scheduling={"reservation_backfill": backfill, "gang_reserve_after": "0s"})
+    evs = events_of(replay(policy, tiny_cluster(nodes=1), BACKFILL))
+    t = {j: ts for j, ts in reversed(_starts(evs))}  # first start of each
+    r1_end = next(e["t"] for e in evs if e["type"] == "finish" and e["job"] == "r1")
+    r2_end = next(e["t"] for e in evs if e["type"] == "finish" and e["job"] == "r2")
+    assert (t["short"] == r1_end) is short_starts_at_r1_end
+    assert t["g"] == r2_end  # the reservation's job is not delayed
+    assert t["long"] >= t["g"]  # it would have ended after the expected start
+    assert not [e for e in evs if e["type"] == "preempt"]
