@@ -28,7 +28,8 @@ import numpy as np
 
 from fairshare.service.clusters.demo import DemoCluster, Scenario
 from fairshare.service.loop import checkpoint
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.storage import portfolio, schema
 from fairshare.service.storage.store import Store
 

@@ -24,7 +24,8 @@ import pytest
 
 from fairshare.core.model import Node
 from fairshare.service.clusters.fake import FakeCluster
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.storage import portfolio
 from fairshare.service.storage.store import Store
 

@@ -17,9 +17,10 @@ from fairshare.engine.events import Event
 from fairshare.inputs.scenarios import ScenarioData
 from fairshare.service.api.app import create_app
 from fairshare.service.clusters.demo import DemoCluster, Scenario
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
 from fairshare.service.loop.live_engine import LiveEngine, Setup, new_engine, replay
 from fairshare.service.loop.live_service import LiveService
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.loop.views import View, build_view
 from fairshare.service.storage import audit, journal, portfolio, schema, tokens
 from fairshare.service.storage.store import Store

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from fairshare.inputs.policy import Policy
 from fairshare.service.clusters.slurm_cluster import SlurmCluster
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.loop.requests import CrashPoints
 from fairshare.service.options import SlurmOptions
 from fairshare.service.storage import audit, journal, portfolio

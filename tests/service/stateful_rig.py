@@ -23,8 +23,9 @@ from fairshare.service.api.app import create_app
 from fairshare.service.clusters.backend import Backend
 from fairshare.service.clusters.demo import DemoCluster
 from fairshare.service.clusters.slurm_cluster import SlurmCluster
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
 from fairshare.service.loop.live_service import LiveService
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.loop.requests import CrashPoints
 from fairshare.service.options import SlurmOptions
 from fairshare.service.storage import audit, journal, portfolio, tokens

@@ -16,8 +16,9 @@ from sqlalchemy import select
 
 from fairshare.service.clusters.demo import DemoCluster
 from fairshare.service.loop import checkpoint
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
 from fairshare.service.loop.live_engine import LiveEngine
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.storage import schema
 from fairshare.service.storage.store import Store
 

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from fairshare.service.clusters.demo import DemoCluster, Scenario
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.storage import tokens
 from fairshare.service.storage.store import Store
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from fairshare.service.clusters.demo import DemoCluster
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.loop.requests import CrashPoints
 from fairshare.service.service_errors import Conflict
 from fairshare.service.storage import audit, portfolio

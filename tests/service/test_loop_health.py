@@ -17,8 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from fairshare.service.api.app import create_app
 from fairshare.service.clusters.backend import Observation
 from fairshare.service.clusters.fake import FakeCluster
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
 from fairshare.service.loop.live_service import LiveService
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.storage import audit, portfolio, tokens
 from fairshare.service.storage.store import Store
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from fairshare.service.loop.cycle import LoopOptions
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.service_errors import ClusterUnavailable
 from fairshare.service.storage import audit, journal
 from fairshare.slurm.slurm_errors import SlurmTimeout, SlurmUnavailable

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from fairshare.service.clusters.slurm_cluster import SlurmCluster
-from fairshare.service.loop.cycle import LoopOptions, SchedulerLoop
+from fairshare.service.loop.cycle import SchedulerLoop
+from fairshare.service.loop.options import LoopOptions
 from fairshare.service.options import SlurmOptions
 from fairshare.service.service_errors import ClusterUnavailable
 from fairshare.service.storage import audit, journal, portfolio

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from .clusters.slurm_cluster import SlurmCluster
-from .loop.cycle import LoopOptions, SchedulerLoop
+from .loop.cycle import SchedulerLoop
+from .loop.options import LoopOptions
 from .loop.requests import CrashPoints
 from .options import ServeOptions, SlurmOptions
 from .storage import portfolio

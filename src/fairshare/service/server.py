@@ -27,8 +27,9 @@ from ..errors import InputError
 from ..inputs import limits
 from ..inputs.policy import Policy
 from .clusters.demo import DemoCluster, Scenario
-from .loop.cycle import LoopOptions, SchedulerLoop
+from .loop.cycle import SchedulerLoop
 from .loop.live_service import LiveService
+from .loop.options import LoopOptions
 from .loop.requests import CRASH_ENV, CrashPoints
 from .options import ServeOptions
 from .storage import portfolio, tokens

@@ -46,7 +46,9 @@ log = logging.getLogger("fairshare.service.loop.checkpoint")
 
 # Bump when the engine's shape changes (attributes added, renamed or retyped in EngineState,
 # LiveEngine or what they hold): a checkpoint of another shape is then ignored, not misread.
-FORMAT = 3  # 2: LiveEngine.ended_q (retention); 3: the service in rooms (pickled module paths moved), JobState.requeue_boost (issue 20)
+# 2: LiveEngine.ended_q (retention); 3: the service in rooms (the pickle's module paths moved) and
+# JobState.requeue_boost (issue 20)
+FORMAT = 3
 
 
 def code_version() -> str:

@@ -69,7 +69,7 @@ from .counters import LoopCounters
 from .health import LoopHealth
 from .inforce import apply_exceptions, apply_policy
 from .live_engine import SETUP, LiveEngine, Setup, new_engine, replay
-from .options import LoopOptions as LoopOptions  # the loop's settings (imported from here too)
+from .options import LoopOptions
 from .requests import Requests
 from .views import EMPTY, View, build_view, owners_of, quantiles, reader_order
 
