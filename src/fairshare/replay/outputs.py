@@ -29,6 +29,9 @@ REPORT = "report.html"
 #: What wrote a folder (the marker's `fairshare_output`): a replay, or the service's audit export
 #: (decisions.jsonl and events.jsonl of a live system, which `explain` reads alike).
 REPLAY_KIND, EXPORT_KIND = "replay", "audit-export"
+#: A folder of plain files a command wrote (`fairshare import slurm`'s site folder), every file
+#: (subfolders included) listed with its size and SHA-256.
+FILES_KIND = "files"
 #: Files of a replay folder (FORMATS.md plus series.json), in the order they are written.
 REPLAY_FILES = (
     "cluster.json",
@@ -51,6 +54,15 @@ def write_files(folder: Path, files: dict[str, bytes], marker: dict[str, Any]) -
         (folder / name).write_bytes(data)
         listed[name] = _entry(data)
     body = {**marker, "files": listed}
+    (folder / MARKER).write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def write_files_marker(folder: Path, command: str) -> None:
+    """The marker of a FILES_KIND folder: every regular file under `folder` (but the marker)."""
+    listed = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MARKER):
+        listed[path.relative_to(folder).as_posix()] = _entry(path.read_bytes())
+    body = {"fairshare_output": FILES_KIND, "command": command, "files": listed}
     (folder / MARKER).write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 

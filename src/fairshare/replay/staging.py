@@ -36,6 +36,7 @@ from ..errors import InputError
 from ..inputs.limits import MAX_OUTPUT_ENTRIES
 from .outputs import (
     EXPORT_KIND,
+    FILES_KIND,
     MARKER,
     REPLAY_KIND,
     REPORT,
@@ -43,6 +44,7 @@ from .outputs import (
     load_marker,
     verified_folder,
     verified_output,
+    verify_file,
 )
 
 _TMP = ".tmp-"
@@ -268,6 +270,13 @@ def _written_by_run(out: Path, marker: dict[str, Any]) -> dict[str, str]:
     if kind in (REPLAY_KIND, EXPORT_KIND):
         verified_folder(out)
         expected.update((name, "file") for name in listed_files(marker, str(out / MARKER)))
+        return expected
+    if kind == FILES_KIND:
+        for name, (size, digest) in listed_files(marker, str(out / MARKER)).items():
+            verify_file(out / name, size, digest)
+            expected[name] = "file"
+            parts = name.split("/")
+            expected.update(("/".join(parts[:i]), "dir") for i in range(1, len(parts)))
         return expected
     if kind != "output":
         raise InputError(str(out / MARKER), "fairshare_output", f"unknown kind of output {kind!r}")

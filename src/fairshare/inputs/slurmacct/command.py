@@ -116,13 +116,14 @@ def slurm(
         --config config.txt --nodes nodes.txt --out site/
     fairshare import slurm --live -S 2026-10-01 -E 2026-11-01 --out site/
     """
+    from ...replay.outputs import write_files_marker
     from ...replay.staging import StagedOutput
     from ._text import Anonymizer, timezone
     from .run import Sources, run_import
 
     try:
         zone = timezone(tz)
-        stage = StagedOutput(out, "import slurm")
+        stage = StagedOutput(out, "import slurm", root_marker=False)
         with stage as folder:
             if live:
                 if sacct_files or assoc or config or nodes:
@@ -152,6 +153,7 @@ def slurm(
                 start=_when(start, zone, "--start"),
                 end=_when(end, zone, "--end") if not live or _is_iso(end) else None,
             )
+            write_files_marker(folder, "import slurm")
     except InputError as exc:
         _fail(exc)
     for line in report:
