@@ -312,6 +312,7 @@ class WorkloadBuilder:
             max_stall=cls.max_stall,
             charge=charge,
             seq=seq,
+            progress_required=cls.progress == "required",
         )
         return Job(fast, work, None)
 
@@ -374,6 +375,7 @@ class WorkloadBuilder:
             max_stall=cls.max_stall,
             charge=charge,
             seq=seq,
+            progress_required=cls.progress == "required",
         )
         return Job(request, work, stall_after)
 
