@@ -9,10 +9,14 @@ from typing import Any
 
 import pytest
 
-from conftest import a_request
+from conftest import a_request, job, make_inputs, tiny_cluster, tiny_policy
 from fairshare.core import JobRequest, Knobs, Node, TreeIndex, decide, get_strategy
 from fairshare.engine import EngineSetup, EngineState, Event
 from fairshare.engine.progress import ProgressError
+from fairshare.inputs.scenarios import SCENARIOS
+from fairshare.replay.results import ReplayOutput
+from fairshare.replay.runner import Inputs, inputs_from_scenario
+from fairshare.replay.sim import Simulator
 from test_engine import Group
 
 Report = tuple[float, str, tuple[Any, ...]]  # (t, call, args after the job id), or a submit/finish
@@ -299,3 +303,68 @@ def test_a_class_learns_its_recovery_from_resumed_reports(
         k: v.as_json() for k, v in d.engine.reports.items()
     }
     assert rebuilt.timers == d.engine.timers and rebuilt.running == d.engine.running
+
+
+# ---------------------------------------------------------------------- replay parity (must-have 6)
+def _hangs_inputs() -> Inputs:
+    """One 8-GPU node; team a's training hangs part-way (and one never hangs), team b's jobs
+    arrive to take a's loans past protection: hangs, fair-share preemptions and restarts."""
+    policy = tiny_policy()
+    jobs = [
+        job("a-1", 0.0, "a", "train", 4, 20000.0, stall_after=5000.0),
+        job("a-2", 0.0, "a", "train", 4, 9000.0),
+        job("a-3", 600.0, "a", "debug", 2, 3000.0, stall_after=1000.0),
+        job("b-1", 4000.0, "b", "train", 4, 8000.0),
+        job("b-2", 4100.0, "b", "debug", 4, 2500.0, stall_after=2000.0),
+        job("a-4", 5000.0, "a", "train", 8, 7000.0, stall_after=4400.0),
+    ]
+    return make_inputs(policy, tiny_cluster(nodes=1), jobs)
+
+
+def _both(inputs: Inputs, strategy: str) -> tuple[ReplayOutput, ReplayOutput, list[Event]]:
+    plain = Simulator(inputs.policy, inputs.tree, inputs.cluster, inputs.jobs, strategy).run()
+    journal: list[Event] = []
+    reporting = Simulator(
+        inputs.policy,
+        inputs.tree,
+        inputs.cluster,
+        inputs.jobs,
+        strategy,
+        journal=journal,
+        report_progress=True,
+    ).run()
+    return plain, reporting, journal
+
+
+@pytest.mark.parametrize(
+    ("scenario", "strategy"),
+    [
+        pytest.param("hangs", "fairshare", id="hangs-fairshare"),
+        pytest.param("hangs", "fifo", id="hangs-fifo"),
+        pytest.param("hangs", "priority-labels", id="hangs-priority-labels"),
+        pytest.param("eight-gpu", "fairshare", id="eight-gpu-fairshare"),
+        pytest.param("normal", "fairshare", id="normal-fairshare", marks=pytest.mark.slow),
+    ],
+)
+def test_the_replay_finds_hangs_from_reports_exactly_as_from_its_truth(scenario: str, strategy: str) -> None:
+    inputs = _hangs_inputs() if scenario == "hangs" else inputs_from_scenario(SCENARIOS[scenario](1))
+    plain, reporting, journal = _both(inputs, strategy)
+    kinds = {ev.kind for ev in journal}
+    # live detection: the jobs reported, and no driver told the engine of a hang
+    assert {"progress", "checkpoint"} <= kinds and "hung" not in kinds
+    assert reporting.events == plain.events  # the same starts, preemptions (no_progress too) and lost work
+    if scenario != "eight-gpu":
+        assert any('"no_progress"' in e for e in plain.events)
+
+
+def test_reporting_is_off_by_default_and_the_decisions_differ_only_by_checkpoint_evidence() -> None:
+    plain, reporting, journal = _both(_hangs_inputs(), "fairshare")
+    assert any(ev.kind == "resumed" for ev in journal)  # a resumable restart reported what it restored
+    stripped, priced = [], 0
+    for line in reporting.decisions:
+        record = json.loads(line)
+        if record.pop("checkpoint_at", None) is not None:
+            priced += 1
+            assert record.pop("lost_gpu_s_declared") == pytest.approx(record["lost_gpu_s"])  # truth agrees
+        stripped.append(record)
+    assert priced > 0 and stripped == [json.loads(line) for line in plain.decisions]
