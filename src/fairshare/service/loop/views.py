@@ -127,6 +127,7 @@ class JobRow:
     group_position: int | None  # place among its group's pending jobs
     why: str | None  # hold reason code
     hung: bool = False
+    progress: Mapping[str, Any] | None = None  # what the current run reported (docs/progress.md)
 
     def as_json(self, view: View) -> dict[str, Any]:
         forecast = view.forecasts.get(self.id) if self.state == "pending" else None
@@ -156,6 +157,7 @@ class JobRow:
             "charge_rate": self.charge,
             "on_nodes": list(self.on_nodes),
             "hung": self.hung,
+            "progress": _progress_json(self.progress, view.now),
             "position": self.position,
             "group_position": self.group_position,
             "why_pending": self.why,
@@ -195,6 +197,7 @@ class View:
     status: Mapping[str, Any] = field(default_factory=dict)
     index: Mapping[str, int] = field(default_factory=dict)  # tree path -> row
     sides: Any = None  # the engine's TreeIndex (immutable), for explain
+    recovery: Mapping[str, Any] = field(default_factory=dict)  # per class, from resumed reports
 
     def node(self, path: str) -> NodeRow | None:
         i = self.index.get(path)
@@ -325,6 +328,7 @@ def build_view(
         status=dict(status),
         index={p: i for i, p in enumerate(tree.paths)},
         sides=tree,
+        recovery=e.recovery_json(),
     )
 
 
@@ -368,7 +372,29 @@ def _job_row(
         group_position,
         why if rec.state == "pending" else None,
         jid in e.hung_since,
+        _reports(e, jid),
     )
+
+
+def _reports(e: LiveEngine, jid: str) -> Mapping[str, Any] | None:
+    rep = e.run_reports(jid)
+    if rep is None or (rep.step is None and rep.resumed_from is None):
+        return None
+    return rep.as_json()
+
+
+def _progress_json(rep: Mapping[str, Any] | None, now: float) -> dict[str, Any] | None:
+    """A running job's reports with their ages: last progress, last checkpoint, resumed from."""
+    if rep is None:
+        return None
+    step_t, ckpt_t = rep["step_t"], rep["checkpoint_t"]
+    return {
+        **rep,
+        "step_at": iso(step_t),
+        "progress_age_s": None if step_t is None else max(0.0, now - step_t),
+        "checkpoint_at": iso(ckpt_t),
+        "checkpoint_age_s": None if ckpt_t is None else max(0.0, now - ckpt_t),
+    }
 
 
 def _series(ledger: Ledger, unalloc: Ledger, paths: Sequence[str]) -> dict[str, Any]:
