@@ -294,7 +294,10 @@ def test_a_class_learns_its_recovery_from_resumed_reports(
         for i, (kind, step) in enumerate(restart_reports)
     ]
     d.run(later, until=t0 + 100.0)
-    assert d.engine.recovery_json() == {"train": expected}
+    flag = expected["resumed"] < 0.9 * expected["restarts"]  # a resumable class not borne out
+    assert d.engine.recovery_json() == {
+        "train": {"declared_resumable": True, "not_borne_out": flag, **expected}
+    }
     # the journal, sent through JSON, rebuilds the same reports, hangs, timers and recovery
     stored = [json.loads(json.dumps(ev.as_json())) for ev in d.journal]
     rebuilt = EngineState.rebuild(_setup(), get_strategy("fairshare"), [Event.from_json(x) for x in stored])

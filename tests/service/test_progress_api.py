@@ -61,6 +61,8 @@ def test_a_job_reports_with_its_own_token_and_the_service_shows_and_audits_it(li
         "s3://ckpt/10",
     )
     assert progress["progress_age_s"] >= 0 and progress["checkpoint_age_s"] >= 0
+    summary = live.get("viewer", "/api/jobs/rep-1/explain").json()["summary"]
+    assert "last progress step 10" in summary and "last checkpoint step 10" in summary
     running = {j["id"]: j for j in live.get("viewer", "/api/jobs?state=running").json()["jobs"]}
     assert running["rep-1"]["progress"]["step"] == 10  # the dashboard's running list
     audited = [d["decision"] for d in live.get("admin", "/api/decisions?job=rep-1").json()["decisions"]]

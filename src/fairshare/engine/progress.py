@@ -76,10 +76,20 @@ class RunReports:
         }
 
 
+RESUMED_MIN = 0.9  # a class declared resumable whose requeued runs resume less often is flagged
+
+
+def not_borne_out(declared_resumable: bool, restarts: int, resumed: int) -> bool:
+    """A class declares `resumable: true` but fewer than RESUMED_MIN of its requeued (reporting)
+    runs reported `resumed` (fairshare review and the dashboard flag it)."""
+    return declared_resumable and restarts > 0 and resumed < RESUMED_MIN * restarts
+
+
 @dataclass(slots=True)
 class Recovery:
     """One class's recovery record (restarts of reporting runs after a preemption)."""
 
+    declared_resumable: bool = False
     restarts: int = 0
     resumed: int = 0
     steps_lost: int = 0
@@ -88,6 +98,8 @@ class Recovery:
     def as_json(self) -> dict[str, Any]:
         waits = sorted(self.to_first_progress_s)
         return {
+            "declared_resumable": self.declared_resumable,
+            "not_borne_out": not_borne_out(self.declared_resumable, self.restarts, self.resumed),
             "restarts": self.restarts,
             "resumed": self.resumed,
             "resumed_share": self.resumed / self.restarts if self.restarts else None,
@@ -248,7 +260,9 @@ class ProgressCalls:
         prev = self.restarts.get(job_id)
         if prev is not None:
             prev.counted = False
-            self.recovery.setdefault(view.job.cls, Recovery()).restarts += 1
+            rec = self.recovery.setdefault(view.job.cls, Recovery())
+            rec.restarts += 1
+            rec.declared_resumable = view.job.resumable
         if view.job.progress_required:
             self._stall_timer(job_id, rep, view.t0 + view.overhead + view.job.max_stall)
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from ..storage import audit, portfolio, tokens
+from ..storage.recovery import recovery_from_audit
 from ..storage.review import review
 from ..storage.roles import require_admin
 from .deps import Caller, StoreDep
@@ -36,6 +37,7 @@ def review_(store: StoreDep, _: Caller, days: Annotated[float, Query(ge=0, le=36
             tokens.list_tokens(tx),
             tx.now,
             days,
+            recovery_from_audit(tx),
         )
     return r.as_json()
 

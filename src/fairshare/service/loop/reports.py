@@ -61,7 +61,13 @@ class Inbox:
             except ProgressError as exc:
                 r.error = str(exc)
             if r.changed:
-                evidence: dict[str, Any] = {"step": r.step, "by": r.by}
+                job = e.running[r.job].job
+                evidence: dict[str, Any] = {
+                    "step": r.step,
+                    "class": job.cls,
+                    "resumable": job.resumable,
+                    "by": r.by,
+                }
                 if r.path is not None:
                     evidence["path"] = r.path
                 audits.append(AuditRecord(t, r.kind, r.job, evidence, e.policy_sha))

@@ -383,6 +383,20 @@ def _reports(e: LiveEngine, jid: str) -> Mapping[str, Any] | None:
     return rep.as_json()
 
 
+def _progress_text(rep: Mapping[str, Any] | None, hung: bool) -> str:
+    """explain's words for a running job's reports (docs/progress.md)."""
+    if rep is None:
+        return "; it reports no progress" + (" and is flagged no_progress" if hung else "")
+    out = f"; last progress step {rep['step']} at {iso(rep['step_t'])}"
+    if rep["checkpoint_step"] is not None:
+        out += f", last checkpoint step {rep['checkpoint_step']} at {iso(rep['checkpoint_t'])}"
+    if rep["resumed_from"] is not None:
+        out += f", resumed from step {rep['resumed_from']}"
+    return out + (
+        " (flagged no_progress: no new step for longer than its class's max_stall)" if rep["stalled"] else ""
+    )
+
+
 def _progress_json(rep: Mapping[str, Any] | None, now: float) -> dict[str, Any] | None:
     """A running job's reports with their ages: last progress, last checkpoint, resumed from."""
     if rep is None:
@@ -426,8 +440,10 @@ def explain(view: View, job_id: str) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {"job": row.as_json(view), "as_of": iso(view.t), "as_of_t": view.t}
     if row.state != "pending":
-        out["summary"] = f"{job_id} is {row.state}" + (
-            f" on {', '.join(row.on_nodes)} since {iso(row.last_start)}" if row.state == "running" else ""
+        out["summary"] = (
+            f"{job_id} is {row.state}"
+            + (f" on {', '.join(row.on_nodes)} since {iso(row.last_start)}" if row.state == "running" else "")
+            + _progress_text(row.progress, row.hung)
         )
         return out
     tree = view.sides
