@@ -5,7 +5,12 @@ and a run that stops reporting flagged no_progress (with its evidence) and preem
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +192,61 @@ def test_the_helper_says_what_is_missing(env: dict[str, str], message: str) -> N
 
     with pytest.raises(report.ReportError, match=message):
         report.Target.from_env(env)
+
+
+@pytest.fixture
+def munged() -> Iterator[str]:
+    """A munged of this test's own (its own key and socket, in a folder another user can reach:
+    the job's user asks it for credentials); yields the socket's path."""
+    d = Path(tempfile.mkdtemp(prefix="fairshare-munge-", dir="/tmp"))
+    d.chmod(0o755)
+    subprocess.run(["mungekey", "-c", "-k", str(d / "munge.key")], check=True, capture_output=True)
+    sock = d / "munge.socket"
+    proc = subprocess.Popen(
+        ["munged", "--foreground", "--force", f"--socket={sock}", f"--key-file={d / 'munge.key'}",
+         f"--pid-file={d / 'munged.pid'}", f"--log-file={d / 'munged.log'}",
+         f"--seed-file={d / 'munged.seed'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        yield str(sock)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _cred(sock: str, user: str | None = None) -> str:
+    as_user = ["runuser", "-u", user, "--"] if user else []
+    done = subprocess.run(
+        [*as_user, "munge", "-n", "--socket", sock], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_on_slurm_a_munge_credential_reports_only_for_its_users_jobs(live: Live, munged: str) -> None:
+    live.client.app.state.munge_socket = munged  # type: ignore[attr-defined]
+    spec = {"group": "ml/nlp", "class": "debug", "gpus": 1, "estimate": "2h", "work": "2h", "user": "nobody"}
+    assert live.post("nlp", "/api/jobs", json={**spec, "job_id": "rep-7"}).status_code == 201
+    _tick(live, 120.0, lambda: _job(live, "rep-7")["state"] == "running")
+    c = live.client
+    mine = _cred(munged, "nobody")
+    r = c.post("/api/jobs/rep-7/progress", json={"step": 1}, headers={"Authorization": f"Munge {mine}"})
+    assert r.status_code == 200, r.text
+    replayed = c.post(
+        "/api/jobs/rep-7/progress", json={"step": 2}, headers={"Authorization": f"Munge {mine}"}
+    )
+    assert replayed.status_code == 401 and "Replayed" in replayed.json()["message"]
+    other = _cred(munged)  # root's credential: another user than the job's
+    r = c.post("/api/jobs/rep-7/progress", json={"step": 3}, headers={"Authorization": f"Munge {other}"})
+    assert r.status_code == 403 and "user root may not report for job rep-7" in r.json()["message"]
+    fresh = _cred(munged, "nobody")
+    assert c.get("/api/tree", headers={"Authorization": f"Munge {fresh}"}).status_code == 401  # reads nothing
+    forged = c.post(
+        "/api/jobs/rep-7/progress", json={"step": 4}, headers={"Authorization": "Munge MUNGE:forged:"}
+    )
+    assert forged.status_code == 401

@@ -37,6 +37,7 @@ class Target:
     url: str
     job: str
     token: str
+    scheme: str = "Bearer"  # or "Munge": a credential from `munge -n` (Slurm)
 
     @staticmethod
     def from_env(
@@ -52,9 +53,26 @@ class Target:
             )
         if not job:
             raise ReportError("no job id: set FAIRSHARE_JOB_ID (or run under Slurm, which sets SLURM_JOB_ID)")
+        if not token and env.get("SLURM_JOB_ID"):  # on Slurm: the job's user, proved by munge
+            return Target(url.rstrip("/"), job, _munge(env), "Munge")
         if not token:
             raise ReportError("FAIRSHARE_JOB_TOKEN is not set: the job's token returned at its submission")
         return Target(url.rstrip("/"), job, token)
+
+
+def _munge(env: Mapping[str, str]) -> str:
+    """A fresh munge credential of this process's user (`munge -n`; FAIRSHARE_MUNGE_SOCKET)."""
+    import subprocess
+
+    socket = env.get("FAIRSHARE_MUNGE_SOCKET")
+    cmd = ["munge", "-n", *(["--socket", socket] if socket else [])]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ReportError(f"no FAIRSHARE_JOB_TOKEN and `munge -n` failed: {exc}") from None
+    if done.returncode != 0:
+        raise ReportError(f"no FAIRSHARE_JOB_TOKEN and `munge -n` failed: {done.stderr.strip()}")
+    return done.stdout.strip()
 
 
 def send(kind: str, body: Mapping[str, Any], target: Target | None = None) -> dict[str, Any]:
@@ -63,7 +81,7 @@ def send(kind: str, body: Mapping[str, Any], target: Target | None = None) -> di
     req = urllib.request.Request(
         f"{to.url}/api/jobs/{urllib.parse.quote(to.job, safe='')}/{kind}",
         data=json.dumps(dict(body)).encode(),
-        headers={"Authorization": f"Bearer {to.token}", "Content-Type": "application/json"},
+        headers={"Authorization": f"{to.scheme} {to.token}", "Content-Type": "application/json"},
         method="POST",
     )
     try:

@@ -125,7 +125,14 @@ async def reporter(
     store: StoreDep,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """Any valid token, a job's own too (the progress routes check which job it may report)."""
+    """Any valid token, a job's own too, or a munge credential (`Authorization: Munge ...`, on
+    Slurm: the user it names); the progress routes check which job it may report."""
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "munge":
+        from .munge import munge_principal
+
+        socket: str | None = getattr(request.app.state, "munge_socket", None)
+        return await run_in_threadpool(munge_principal, value.strip(), socket)
     return await run_in_threadpool(_authenticate, request, store, creds)
 
 

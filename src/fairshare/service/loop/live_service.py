@@ -107,11 +107,14 @@ class LiveService:
     ) -> dict[str, Any]:
         """A job's progress report (loop/reports.py): only the job's own token (or an admin's) may
         send it, only while the job runs; answered once the loop took it (or `queued`)."""
-        if not (caller.role == "admin" or (caller.role == JOB_ROLE and caller.node == job_id)):
+        own = caller.role == "admin" or (caller.role == JOB_ROLE and caller.node == job_id)
+        if not own and caller.role != "munge":
             raise Forbidden(f"this token may not report for job {job_id}: use the job's own token")
         row = self.loop.view.jobs.get(job_id)
         if row is None:
             raise NotFound(f"no pending or running job {job_id!r}")
+        if caller.role == "munge" and (row.user is None or row.user != caller.node):
+            raise Forbidden(f"user {caller.node} may not report for job {job_id}: it is not their job")
         if row.state != "running":
             raise Conflict(f"job {job_id} is {row.state}: only a running job reports its progress")
         self._writer_backend()
