@@ -89,3 +89,4 @@ class Inbox:
                 "progress_required": e.running[job].job.progress_required,
             }
             audits.append(AuditRecord(e.t, "no_progress", job, evidence, e.policy_sha))
+        self.flagged = {k for k in self.flagged if k.rpartition("#")[0] in e.running}  # ended runs
