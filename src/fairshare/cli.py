@@ -19,6 +19,7 @@ from ._cli_inputs import (
 )
 from ._cli_runtime import BoundedInt, Main, progress
 from ._units import fmt_duration, instant
+from .client.job_cli import job as _job_commands
 from .core.strategies import STRATEGIES
 from .core.tree import TreeIndex
 from .errors import InputError
@@ -52,6 +53,7 @@ def main() -> None:
 
 main.add_command(_slurm_commands)  # light: each slurm command imports its modules when it runs
 main.add_command(_import_commands)  # `fairshare import slurm` (docs/own-cluster.md)
+main.add_command(_job_commands)  # `fairshare job progress|checkpoint|resumed` (docs/progress.md)
 
 
 @main.command()

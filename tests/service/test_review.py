@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
+from fairshare.service.storage import audit, portfolio
+from fairshare.service.storage.audit import AuditRecord
 from fairshare.service.storage.portfolio import ExceptionRecord, PolicyVersion, sha256_text
+from fairshare.service.storage.recovery import recovery_from_audit
 from fairshare.service.storage.review import review, review_text
+from fairshare.service.storage.store import Store
 from fairshare.service.storage.tokens import TokenRecord
 
 from .conftest import POLICY, T0
@@ -63,3 +69,45 @@ def test_a_quiet_review_says_so() -> None:
     assert review_text(r).endswith(
         "nothing to review: no node past its review date, no exception expiring within 1 day(s)"
     )
+
+
+# ---------------------------------------------------------------------- recovery (docs/progress.md)
+def _history(restarts: list[bool]) -> list[tuple[str, str, dict[str, object]]]:
+    """Audit records of train jobs: each reports, is preempted and restarts; `True` if its restart
+    reported resumed. One job that never reported is preempted and restarts too (not counted)."""
+    ev = {"class": "train", "resumable": True, "step": 5}
+    out: list[tuple[str, str, dict[str, object]]] = [("start", "silent", {}), ("preempt", "silent", {})]
+    out.append(("start", "silent", {}))
+    for i, resumed in enumerate(restarts):
+        job = f"j{i}"
+        out += [("start", job, {}), ("progress", job, ev), ("checkpoint", job, ev), ("preempt", job, {})]
+        out.append(("start", job, {}))
+        out.append(("resumed", job, ev) if resumed else ("progress", job, ev))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("restarts", "flagged"),
+    [
+        pytest.param([True] * 10, False, id="all-resumed"),
+        pytest.param([True] * 9 + [False], False, id="nine-of-ten-is-enough"),
+        pytest.param([True] * 8 + [False] * 2, True, id="eight-of-ten-is-flagged"),
+        pytest.param([False], True, id="one-restart-started-over"),
+        pytest.param([], False, id="no-restarts-no-flag"),
+    ],
+)
+def test_review_flags_a_resumable_class_whose_requeued_runs_do_not_resume(
+    policy_store: Store, restarts: list[bool], flagged: bool
+) -> None:
+    with policy_store.write() as tx:
+        audit.append(
+            tx, [AuditRecord(T0 + i, d, job, ev) for i, (d, job, ev) in enumerate(_history(restarts))]
+        )
+    with policy_store.read() as tx:
+        rec = recovery_from_audit(tx)
+        r = review(portfolio.current_policy(tx), [], [], T0, 7, rec)
+    assert [(c.cls, c.restarts, c.resumed) for c in rec] == (
+        [("train", len(restarts), sum(restarts))] if restarts else []
+    )
+    assert bool(r.classes_not_resuming) == flagged
+    assert ("classes declared resumable whose requeued runs did not resume" in review_text(r)) == flagged

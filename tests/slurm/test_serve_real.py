@@ -34,10 +34,10 @@ PROTECT = "fairshare:protect=20s,checkpoint=10s,resumable"
 
 
 @contextmanager
-def real_loop(real: RealHarness, tmp_path: Path) -> Iterator[SchedulerLoop]:
+def real_loop(real: RealHarness, tmp_path: Path, policy: str = e2e.POLICY) -> Iterator[SchedulerLoop]:
     with Store.open(f"sqlite:///{tmp_path / 'fs.db'}", time.time) as store:
         with store.write() as tx:
-            portfolio.put_policy(tx, e2e.POLICY, "test")
+            portfolio.put_policy(tx, policy, "test")
         loop: SchedulerLoop | None = None
 
         def backend() -> SlurmCluster:

@@ -9,8 +9,11 @@ and hang point — is in fairshare.replay.truth):
               over from zero); `restore` on every restart of a resumable job.
   progress    max(0, time since start − overhead); a run reported hung stops progressing then.
   saved       a resumable job keeps its run progress up to the last checkpoint (multiples of
-              `checkpoint` within the run); a non-resumable job keeps nothing.
-  lost_gpu_s  (run length − progress saved) × GPUs allocated.
+              `checkpoint` within the run); a non-resumable job keeps nothing. When the run
+              reported a checkpoint (docs/progress.md), the progress up to that report is saved
+              instead, whatever the declared contract says.
+  lost_gpu_s  (run length − progress saved) × GPUs allocated: with a reported checkpoint at c,
+              the GPU time since c plus the run's overhead (the restore paid again).
   remaining   overhead + estimate − progress kept before: how long the job needs once started.
   latest      deadline − remaining: the latest start that still meets the deadline.
 """
@@ -54,12 +57,34 @@ def checkpointed(job: JobRequest, progress: float) -> float:
     return math.floor(progress / job.checkpoint + 1e-9) * job.checkpoint
 
 
-def lost_gpu_s(job: JobRequest, t0: float, t: float, overhead: float, hung_since: float | None) -> float:
-    """GPU-seconds a run started at t0 loses if preempted at t: its length less the progress its
-    last checkpoint saved. A run reported hung at `hung_since` made no progress after it."""
+def run_saved(
+    job: JobRequest,
+    t0: float,
+    t: float,
+    overhead: float,
+    hung_since: float | None,
+    ckpt_at: float | None = None,
+) -> float:
+    """Progress of a run started at t0 that its last checkpoint saved by t: the last reported
+    checkpoint (at `ckpt_at`) when the run reported one, else the declared interval's estimate. A
+    run reported hung at `hung_since` made no progress after it."""
+    if ckpt_at is not None:
+        return max(0.0, min(ckpt_at, t) - t0 - overhead)
     end = t if hung_since is None else min(t, hung_since)
-    progress = max(0.0, (end - t0) - overhead)
-    return ((t - t0) - checkpointed(job, progress)) * job.gpus
+    return checkpointed(job, max(0.0, (end - t0) - overhead))
+
+
+def lost_gpu_s(
+    job: JobRequest,
+    t0: float,
+    t: float,
+    overhead: float,
+    hung_since: float | None,
+    ckpt_at: float | None = None,
+) -> float:
+    """GPU-seconds a run started at t0 loses if preempted at t: its length less the progress its
+    last checkpoint saved (run_saved)."""
+    return ((t - t0) - run_saved(job, t0, t, overhead, hung_since, ckpt_at)) * job.gpus
 
 
 def remaining(job: JobRequest, restarted: bool, kept: float) -> float:

@@ -96,6 +96,8 @@ class JobRequest:
     max_stall: float
     charge: float  # pending charge: lowest over the pools it may use
     seq: int  # position in submit order (ties broken by input order)
+    # the class's `progress: required`: a run that never reports progress is stalled after max_stall
+    progress_required: bool = False
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         return self  # immutable: copies of an engine state share it

@@ -113,6 +113,9 @@ class _Pass:
         self.prio.changed(leaf)
 
     def preempt(self, r: RunView, reason: PreemptReason, by: str | None, evidence: dict[str, Any]) -> None:
+        if r.ckpt_at is not None:  # lost work from the reported checkpoint, beside the declared one
+            declared = lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.hung_since)
+            evidence = {**evidence, "checkpoint_at": r.ckpt_at, "lost_gpu_s_declared": declared}
         self.preempts.append(Preempt(r.job.id, reason, by, self.lost_of(r), evidence))
         self.gone.add(r.job.id)
         self.view.give(r.alloc)
@@ -181,7 +184,9 @@ class _Pass:
         """GPU-seconds `r` would lose if preempted now (computed once per pass per run)."""
         lost = self.lost.get(r.job.id)
         if lost is None:  # victims.cheapest fills the same cache
-            lost = self.lost[r.job.id] = lost_gpu_s(r.job, r.t0, self.s.now, r.overhead, r.hung_since)
+            lost = self.lost[r.job.id] = lost_gpu_s(
+                r.job, r.t0, self.s.now, r.overhead, r.hung_since, r.ckpt_at
+            )
         return lost
 
     def try_preempting(self, job: JobRequest, rule: VictimRule, evidence: dict[str, Any]) -> bool:

@@ -33,6 +33,7 @@ class RunView:
     kept: float  # progress kept before this run
     protected_until: float
     hung_since: float | None = None  # reported to have stopped progressing then (None: not hung)
+    ckpt_at: float | None = None  # when the run reported its last checkpoint (None: none reported)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RunView:
         return self  # immutable: copies of an engine state share it

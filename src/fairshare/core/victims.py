@@ -359,7 +359,7 @@ def cheapest(
         rid = r.job.id
         lost = cache.get(rid)
         if lost is None:
-            lost = cache[rid] = lost_gpu_s(r.job, r.t0, now, r.overhead, r.hung_since)
+            lost = cache[rid] = lost_gpu_s(r.job, r.t0, now, r.overhead, r.hung_since, r.ckpt_at)
         if tiered:
             assert job is not None and rule is not None
             lost += TIER_COST * rule.tier(p, job, r)

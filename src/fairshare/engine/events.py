@@ -16,6 +16,9 @@ Kinds, in the order a driver makes them within one instant:
     drain, undrain   nodes (indexes) stop / resume taking work; drain deadline
     set_nodes        the cluster's nodes now, all of them (Node as JSON; fairshare.engine.nodes)
     hung             a running job stopped making progress (reported by the driver)
+    progress, checkpoint, resumed
+                     what a running job reported of itself: job, step, t (checkpoint: and path)
+                     (fairshare.engine.progress)
     poke             the driver asks for a pass at this instant
     settle           the instant's events are in: judge the runs whose protection ended
     snapshot         a pass read the state (the ledger is integrated up to now)

@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from ..core.contract import checkpointed, remaining
+from ..core.contract import remaining, run_saved
 from ..core.scheduler import decide
 from .state import EngineState
 
@@ -91,8 +91,10 @@ def forecast_starts(
         for p in actions.preempts:
             view = e.running[p.job]
             job = view.job
-            end = t if view.hung_since is None else min(t, view.hung_since)
-            saved = min(checkpointed(job, max(0.0, end - view.t0 - view.overhead)), job.estimate - view.kept)
+            saved = min(
+                run_saved(job, view.t0, t, view.overhead, view.hung_since, view.ckpt_at),
+                job.estimate - view.kept,
+            )
             e.preempted(p.job, p.reason, p.by, p.lost_gpu_s, view.kept + max(0.0, saved))
         for s in actions.starts:
             st = e.states[s.job]

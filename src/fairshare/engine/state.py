@@ -48,6 +48,7 @@ from .events import Event, Reservation
 from .fleet import Fleet
 from .ledger import DecayLedger, Ledger, Vec
 from .owed import effective_shares, water_fill
+from .progress import ProgressCalls
 from .setup import EngineSetup
 
 _NONE: frozenset[int] = frozenset()
@@ -71,7 +72,7 @@ class Actions:
     audit: tuple[dict[str, Any], ...]
 
 
-class EngineState:
+class EngineState(ProgressCalls):
     """One scheduling domain's state. Each instance owns all of it; nothing is global."""
 
     def __init__(
@@ -129,6 +130,7 @@ class EngineState:
         self.rate_rows: Vec = np.zeros((2, n))  # owed and used rates, as arrays
         self._owed_key: tuple[list[float], float, Sequence[float]] | None = None  # water_fill memo
         self._owed: list[float] = []
+        self._init_progress()  # what running jobs reported of their progress (engine/progress.py)
         for ex in setup.exceptions:
             self._push(ex.expires_t, "expiry", None)
 
@@ -186,6 +188,9 @@ class EngineState:
                 continue
             if kind == "requeue":
                 self._boost(*payload)
+            if kind == "stall":  # a reporting run's last progress may be older than max_stall
+                self._stall_due(payload)
+                continue
             self.need_pass = True
             if kind == "expiry":
                 self.shares = effective_shares(self.tree, self.setup.exceptions, self.t)
@@ -330,6 +335,7 @@ class EngineState:
         self.last_hold.pop(job_id, None)
         if (self.strategy.victims.preempts or self.strategy.deadline_reservation) and job.protected > 0:
             self._push(view.protected_until, "protect", (job_id, st.starts))
+        self._progress_started(view)
         self.dirty = True
         return view
 
@@ -337,6 +343,7 @@ class EngineState:
         view = self.running.pop(job_id)
         leaf = view.job.leaf
         self.hung_since.pop(job_id, None)
+        self.reports.pop(job_id, None)
         for i, g in view.alloc:
             self.fleet.change_free(i, g)
         if self.detached and job_id in self.detached:  # its leaf was removed by a reconfigure
@@ -364,12 +371,14 @@ class EngineState:
         per-job entries (queues, deadline index, hung, detached) left with its run or queue place."""
         self.states.pop(job_id, None)
         self.last_hold.pop(job_id, None)
+        self.restarts.pop(job_id, None)
 
     def preempted(self, job_id: str, reason: str, by: str | None, lost_gpu_s: float, kept: float) -> RunView:
         """A run was preempted at the current instant; the job, with `kept` seconds of progress
         saved in total, waits again from now (in its submit position)."""
         if self.journal is not None:
             self.journal.append(Event("preempted", (job_id, reason, by, lost_gpu_s, kept)))
+        self._progress_preempted(job_id)
         view = self._stop(job_id)
         st = self.states[job_id]
         st.kept = kept

@@ -108,6 +108,8 @@ class JobClass(StrictModel):
     startup: Seconds = 0.0
     max_stall: Seconds = 3600.0
     deadline: Seconds | None = None
+    # required: a run that never reports progress counts as stalled after max_stall (docs/progress.md)
+    progress: Literal["required", "optional"] = "optional"
 
     @field_validator(
         "protected",

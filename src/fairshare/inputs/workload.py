@@ -259,6 +259,7 @@ class WorkloadBuilder:
             max_stall=cls.max_stall,
             charge=q[18],
             seq=seq,
+            progress_required=cls.progress == "required",
         )
         return Job(request, q[19], q[20])
 
@@ -323,6 +324,7 @@ class WorkloadBuilder:
             max_stall=cls.max_stall,
             charge=charge,
             seq=seq,
+            progress_required=cls.progress == "required",
         )
         return Job(request, work, stall_after)
 

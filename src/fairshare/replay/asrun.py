@@ -73,13 +73,14 @@ class AsRunSimulator(Simulator):
         for k, seg in enumerate(history.segments):
             self.push(seg.start, Rank.LATER, RecordedStart(seg, k))  # type: ignore[arg-type]
 
-    def _handle(self, ev: SimEvent) -> None:
+    def _handle(self, ev: SimEvent) -> bool:
         if isinstance(ev, RecordedStart):
             self._recorded_start(ev.seg, ev.k)
         elif isinstance(ev, RecordedStop):
             self._recorded_stop(ev.seg)
         else:
-            super()._handle(ev)
+            return super()._handle(ev)
+        return True
 
     def _pass(self) -> None:
         """No scheduler: the record decides."""

@@ -38,6 +38,7 @@ from ..inputs.limits import FORECAST_MIN_UNITS, FORECAST_PASS_MULTIPLE
 from ..inputs.policy import Policy, resolve_exceptions
 from ..inputs.workload import Job
 from .metrics import MetricsFeed, MetricsRecorder
+from .reports import first_report, report
 from .results import ReplayOutput, ReplayResult
 from .truth import kept_on_preempt, plan_run, run_progress
 
@@ -81,8 +82,18 @@ class Wake(NamedTuple):
     """Ask for a pass at this instant (a hang's max_stall, as planned when the run started)."""
 
 
+class Report(NamedTuple):
+    """`report_progress`: the run reports its progress `at` seconds into its work (a checkpoint
+    when `ckpt`); no pass of its own, as a live report."""
+
+    job: str
+    run: int
+    at: float
+    ckpt: bool
+
+
 # the simulator's events are named tuples: a replay makes one per submit, finish and hang
-SimEvent = Finish | Drain | Undrain | Submit | Stall | Wake
+SimEvent = Finish | Drain | Undrain | Submit | Stall | Wake | Report
 
 
 @dataclass(slots=True)
@@ -117,16 +128,20 @@ class Simulator:
         progress: Callable[[int], None] | None = None,
         journal: list[Event] | None = None,
         forecast: int = 0,
+        report_progress: bool = False,
     ) -> None:
         """`forecast` N > 0: forecast the start of about N jobs, sampled evenly in submit order,
         when they arrive (after their arrival's pass, if still pending), and report the error
-        (metrics.json "forecast", decisions of kind "forecast"); `journal`: record the engine's."""
+        (metrics.json "forecast", decisions of kind "forecast"); `journal`: record the engine's;
+        `report_progress`: the jobs report progress, checkpoints and resumes from their truth
+        (replay/reports.py) and hangs are found by the engine's stall rule, as live."""
         self.policy, self.cluster, self.jobs = policy, cluster, list(jobs)
         self.strategy = (
             get_strategy(strategy, policy.scheduling.preemption) if isinstance(strategy, str) else strategy
         )
         self.scenario = scenario
         self.progress = progress
+        self.reports = report_progress
         self.setup = EngineSetup(
             tree=tree,
             knobs=policy.knobs(),
@@ -198,9 +213,12 @@ class Simulator:
                 interrupts.check()  # an interrupt whose exception was lost, a dead worker
             engine.begin(t)
             if heap and heap[0][0] == t:
+                poke = False
                 while heap and heap[0][0] == t:
-                    self._handle(heapq.heappop(heap)[3])
-                engine.poke()  # every event of the simulator's gets a pass, even a stale one
+                    ev = heapq.heappop(heap)[3]
+                    poke = self._handle(ev) or poke
+                if poke:  # every event of the simulator's gets a pass, even a stale one; reports not
+                    engine.poke()
             if engine.settle():
                 self._pass()
             if self.arrived:
@@ -212,7 +230,8 @@ class Simulator:
                 self.end = t
         return self._close()
 
-    def _handle(self, ev: SimEvent) -> None:
+    def _handle(self, ev: SimEvent) -> bool:
+        """Take one event; whether it asks for a pass (all but a job's progress reports)."""
         engine, t = self.engine, self.engine.t
         if isinstance(ev, Finish):
             tr = self.truth[ev.job]
@@ -238,8 +257,16 @@ class Simulator:
         elif isinstance(ev, Undrain):
             for i in engine.undrain(ev.nodes):
                 self.emit({"t": t, "type": "undrain", "node": self.cluster.nodes[i].name})
-        elif isinstance(ev, Stall) and self.truth[ev.job].run == ev.run:
-            engine.hung(ev.job)
+        elif isinstance(ev, Stall) and self.truth[ev.job].run == ev.run and not self.reports:
+            engine.hung(ev.job)  # with reports, the engine's stall rule finds the hang itself
+        elif isinstance(ev, Report):
+            tr = self.truth[ev.job]
+            if tr.run == ev.run:
+                nxt = report(engine, tr.job, tr.kept, tr.stall_done, ev.at, ev.ckpt, t)
+                if nxt is not None:
+                    self.push(tr.t0 + tr.overhead + nxt[0], Rank.LATER, Report(ev.job, ev.run, *nxt))
+            return False
+        return True
 
     def _pass(self) -> None:
         self.passes += 1
@@ -282,6 +309,10 @@ class Simulator:
         tr.run += 1
         tr.t0, tr.overhead, tr.stall_at = t, plan.overhead, plan.stall_at
         self.engine.started(s.job, s.alloc, s.charge)
+        if self.reports:
+            nxt = first_report(self.engine, job, tr.kept, tr.stall_done, tr.starts > 1, t)
+            if nxt is not None:
+                self.push(t + plan.overhead + nxt[0], Rank.LATER, Report(s.job, tr.run, *nxt))
         if plan.finish_at is not None:
             self.push(plan.finish_at, Rank.FINISH, Finish(s.job, tr.run))
         if plan.stall_at is not None:

@@ -254,6 +254,7 @@ def audit_export(db: str, out: Path, no_verify: bool) -> None:
 def review_cmd(db: str, days: float, as_json: bool) -> None:
     """Nodes past their review date; exceptions expiring within --days; tokens on removed nodes."""
     from .storage import portfolio, tokens
+    from .storage.recovery import recovery_from_audit
     from .storage.review import review, review_text
 
     with _store(db, must_exist=True) as store, store.read() as tx:
@@ -263,6 +264,7 @@ def review_cmd(db: str, days: float, as_json: bool) -> None:
             tokens.list_tokens(tx),
             tx.now,
             days,
+            recovery_from_audit(tx),
         )
     click.echo(json.dumps(r.as_json(), indent=2) if as_json else review_text(r))
 

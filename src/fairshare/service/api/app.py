@@ -16,6 +16,7 @@ from . import (
     routes_live,
     routes_meta,
     routes_policy,
+    routes_reports,
     routes_tokens,
 )
 from .deps import AuthCache
@@ -72,6 +73,7 @@ def create_app(
         routes_decisions,
         routes_tokens,
         routes_live,
+        routes_reports,
         routes_dashboard,
     ):
         app.include_router(module.router)

@@ -12,8 +12,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, Field
 from starlette.concurrency import run_in_threadpool
 
-from ..service_errors import Unauthorized
-from ..storage.roles import Principal
+from ..service_errors import Forbidden, Unauthorized
+from ..storage.roles import JOB_ROLE, Principal
 from ..storage.store import Store
 from ..storage.tokens import TokenRecord, authenticate
 from ..timefmt import from_iso
@@ -106,12 +106,34 @@ def _authenticate(request: Request, store: Store, creds: HTTPAuthorizationCreden
     return rec.principal()
 
 
+def _not_a_job(p: Principal) -> Principal:
+    if p.role == JOB_ROLE:
+        raise Forbidden(f"a job's token may only report the progress of job {p.node}; it reads nothing")
+    return p
+
+
 def principal(
     request: Request,
     store: StoreDep,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    return _authenticate(request, store, creds)
+    return _not_a_job(_authenticate(request, store, creds))
+
+
+async def reporter(
+    request: Request,
+    store: StoreDep,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """Any valid token, a job's own too, or a munge credential (`Authorization: Munge ...`, on
+    Slurm: the user it names); the progress routes check which job it may report."""
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "munge":
+        from .munge import munge_principal
+
+        socket: str | None = getattr(request.app.state, "munge_socket", None)
+        return await run_in_threadpool(munge_principal, value.strip(), socket)
+    return await run_in_threadpool(_authenticate, request, store, creds)
 
 
 async def fast_principal(
@@ -124,9 +146,10 @@ async def fast_principal(
     if creds is not None and cache is not None:
         hit = cache.get(creds.credentials, store.clock())
         if hit is not None:
-            return hit
-    return await run_in_threadpool(_authenticate, request, store, creds)
+            return _not_a_job(hit)
+    return _not_a_job(await run_in_threadpool(_authenticate, request, store, creds))
 
 
 Caller = Annotated[Principal, Depends(principal)]
 FastCaller = Annotated[Principal, Depends(fast_principal)]
+Reporter = Annotated[Principal, Depends(reporter)]

@@ -151,6 +151,7 @@ async def status(
         "forecast_at": iso(v.forecast_at),
         "exceptions_in_force": [{**e, "expires": iso(e.get("expires_t"))} for e in v.exceptions],
         "loop": v.status,
+        "recovery": v.recovery,  # per class, from resumed reports (docs/progress.md)
     }
     if log:
         body["passes"] = list(live.loop.pass_log)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from ..storage import audit, portfolio, tokens
+from ..storage.recovery import recovery_from_audit
 from ..storage.review import review
 from ..storage.roles import require_admin
 from .deps import Caller, StoreDep
@@ -59,6 +60,7 @@ def review_(store: StoreDep, _: Caller, days: Annotated[float, Query(ge=0, le=36
             tokens.list_tokens(tx),
             tx.now,
             days,
+            recovery_from_audit(tx),
         )
     return r.as_json()
 

@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...core.contract import checkpointed, lost_gpu_s
+from ...core.contract import lost_gpu_s, run_saved
 from ...core.model import TIME_EPS, Node
 from ...core.snapshot import Preempt, RunView, Start
 from ...engine.nodes import NodeChange, plan_nodes
@@ -331,7 +331,7 @@ class SlurmCluster:
             j = self.jobs.get(int(job))
             if job in e.running and j is not None and j.pending:
                 rv = e.running[job]
-                lost = lost_gpu_s(rv.job, rv.t0, t, rv.overhead, rv.hung_since)
+                lost = lost_gpu_s(rv.job, rv.t0, t, rv.overhead, rv.hung_since, rv.ckpt_at)
                 out.append(Preempted(t, job, "requeued_by_slurm", None, lost, rv.kept))
             elif job in e.running:
                 out.append(Finished(t, job))
@@ -376,13 +376,12 @@ class SlurmCluster:
         return usage[0].charge if usage else float(r.gpus)
 
     def _lost(self, rv: RunView | None, r: SlurmRun, end: float) -> tuple[float, float]:
-        """(lost GPU-seconds, progress kept) of a run requeued by someone else, by the contract."""
+        """(lost GPU-seconds, progress kept) of a run requeued by someone else: since its last
+        reported checkpoint when it reported one, else by the contract."""
         if rv is None:
             return (end - r.start) * r.gpus, 0.0
-        progress = max(0.0, min(end, rv.hung_since or end) - rv.t0 - rv.overhead)
-        return lost_gpu_s(rv.job, rv.t0, end, rv.overhead, rv.hung_since), rv.kept + checkpointed(
-            rv.job, progress
-        )
+        saved = run_saved(rv.job, rv.t0, end, rv.overhead, rv.hung_since, rv.ckpt_at)
+        return lost_gpu_s(rv.job, rv.t0, end, rv.overhead, rv.hung_since, rv.ckpt_at), rv.kept + saved
 
     def _placed(self, job: str, r: SlurmRun, t: float, out: list[Observation]) -> None:
         """Audit where Slurm's start differs from the core's: other nodes than the core chose, or

@@ -70,6 +70,7 @@ from .health import LoopHealth
 from .inforce import apply_exceptions, apply_policy
 from .live_engine import SETUP, LiveEngine, Setup, new_engine, replay
 from .options import LoopOptions
+from .reports import Inbox
 from .requests import Requests
 from .views import EMPTY, View, build_view, owners_of, quantiles, reader_order
 
@@ -127,6 +128,7 @@ class SchedulerLoop:
         self.last_cycle = -math.inf
         self.holder: str | None = None
         self.on_pass: list[Callable[[float], None]] = []  # observers of pass durations (metrics)
+        self.inbox = Inbox()  # jobs' progress reports from the API (loop/reports.py)
         o = self.opt  # the writer's checkpoints, and what the last rebuild started from
         self.ckpt = Checkpoints(store, wall, o.crash, o.checkpoint_events, o.checkpoint_s, o.checkpoint_keep)
         self.replayed = 0  # journal events replayed by the last rebuild
@@ -247,6 +249,7 @@ class SchedulerLoop:
             happened = happened or bool(batch)
             if t == now:
                 self._portfolio(now, audits)
+                self.inbox.take(e, audits)
                 if happened or self.retry:
                     e.poke()
                     self.retry = False

@@ -17,11 +17,13 @@ from typing import Any
 
 from ...errors import InputError
 from ..clusters.backend import Backend
-from ..service_errors import Conflict, NotFound, ServiceError, Unavailable
+from ..service_errors import Conflict, Forbidden, NotFound, ServiceError, Unavailable
 from ..storage.audit import AuditRecord
-from ..storage.roles import Principal, require_submit
+from ..storage.roles import JOB_ROLE, Principal, require_submit
 from ..storage.store import Store
+from ..storage.tokens import create_job_token
 from .cycle import SchedulerLoop
+from .reports import Report
 from .views import View
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~+-]{0,127}$")
@@ -95,8 +97,36 @@ class LiveService:
                 )
             ]
         )
+        with self.store.write() as tx:  # the job's own token, for its progress reports (shown once)
+            secret = create_job_token(tx, job_id, caller.describe())
         self.loop.wake.set()
-        return self._wait_for(job_id, lambda v: job_id in v.jobs, {"id": job_id, "state": "submitted"})
+        out = self._wait_for(job_id, lambda v: job_id in v.jobs, {"id": job_id, "state": "submitted"})
+        return {**out, "report_token": secret}
+
+    def report(
+        self, caller: Principal, job_id: str, kind: str, step: int, path: str | None
+    ) -> dict[str, Any]:
+        """A job's progress report (loop/reports.py): only the job's own token (or an admin's) may
+        send it, only while the job runs; answered once the loop took it (or `queued`)."""
+        own = caller.role == "admin" or (caller.role == JOB_ROLE and caller.node == job_id)
+        if not own and caller.role != "munge":
+            raise Forbidden(f"this token may not report for job {job_id}: use the job's own token")
+        row = self.loop.view.jobs.get(job_id)
+        if row is None:
+            raise NotFound(f"no pending or running job {job_id!r}")
+        if caller.role == "munge" and (row.user is None or row.user != caller.node):
+            raise Forbidden(f"user {caller.node} may not report for job {job_id}: it is not their job")
+        if row.state != "running":
+            raise Conflict(f"job {job_id} is {row.state}: only a running job reports its progress")
+        self._writer_backend()
+        r = Report(job_id, kind, step, path, caller.describe())
+        self.loop.inbox.put(r)
+        self.loop.wake.set()
+        if not r.done.wait(self.wait_s):
+            return {"id": job_id, "report": kind, "step": step, "state": "queued"}
+        if r.error is not None:
+            raise Conflict(r.error)
+        return {"id": job_id, "report": kind, "step": step, "state": "accepted", "changed": r.changed}
 
     def cancel(self, caller: Principal, job_id: str) -> dict[str, Any]:
         row = self.loop.view.jobs.get(job_id)

@@ -128,6 +128,7 @@ class JobRow:
     group_position: int | None  # place among its group's pending jobs
     why: str | None  # hold reason code
     hung: bool = False
+    progress: Mapping[str, Any] | None = None  # what the current run reported (docs/progress.md)
 
     def as_json(self, view: View) -> dict[str, Any]:
         forecast = view.forecasts.get(self.id) if self.state == "pending" else None
@@ -157,6 +158,7 @@ class JobRow:
             "charge_rate": self.charge,
             "on_nodes": list(self.on_nodes),
             "hung": self.hung,
+            "progress": _progress_json(self.progress, view.now),
             "position": self.position,
             "group_position": self.group_position,
             "why_pending": self.why,
@@ -196,6 +198,7 @@ class View:
     status: Mapping[str, Any] = field(default_factory=dict)
     index: Mapping[str, int] = field(default_factory=dict)  # tree path -> row
     sides: Any = None  # the engine's TreeIndex (immutable), for explain
+    recovery: Mapping[str, Any] = field(default_factory=dict)  # per class, from resumed reports
 
     def node(self, path: str) -> NodeRow | None:
         i = self.index.get(path)
@@ -324,6 +327,7 @@ def build_view(
         status=dict(status),
         index={p: i for i, p in enumerate(tree.paths)},
         sides=tree,
+        recovery=e.recovery_json(),
     )
 
 
@@ -367,7 +371,43 @@ def _job_row(
         group_position,
         why if rec.state == "pending" else None,
         jid in e.hung_since,
+        _reports(e, jid),
     )
+
+
+def _reports(e: LiveEngine, jid: str) -> Mapping[str, Any] | None:
+    rep = e.run_reports(jid)
+    if rep is None or (rep.step is None and rep.resumed_from is None):
+        return None
+    return rep.as_json()
+
+
+def _progress_text(rep: Mapping[str, Any] | None, hung: bool) -> str:
+    """explain's words for a running job's reports (docs/progress.md)."""
+    if rep is None:
+        return "; it reports no progress" + (" and is flagged no_progress" if hung else "")
+    out = f"; last progress step {rep['step']} at {iso(rep['step_t'])}"
+    if rep["checkpoint_step"] is not None:
+        out += f", last checkpoint step {rep['checkpoint_step']} at {iso(rep['checkpoint_t'])}"
+    if rep["resumed_from"] is not None:
+        out += f", resumed from step {rep['resumed_from']}"
+    return out + (
+        " (flagged no_progress: no new step for longer than its class's max_stall)" if rep["stalled"] else ""
+    )
+
+
+def _progress_json(rep: Mapping[str, Any] | None, now: float) -> dict[str, Any] | None:
+    """A running job's reports with their ages: last progress, last checkpoint, resumed from."""
+    if rep is None:
+        return None
+    step_t, ckpt_t = rep["step_t"], rep["checkpoint_t"]
+    return {
+        **rep,
+        "step_at": iso(step_t),
+        "progress_age_s": None if step_t is None else max(0.0, now - step_t),
+        "checkpoint_at": iso(ckpt_t),
+        "checkpoint_age_s": None if ckpt_t is None else max(0.0, now - ckpt_t),
+    }
 
 
 def _series(ledger: Ledger, unalloc: Ledger, paths: Sequence[str]) -> dict[str, Any]:
@@ -408,8 +448,10 @@ def explain(view: View, job_id: str) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {"job": row.as_json(view), "as_of": iso(view.t), "as_of_t": view.t}
     if row.state != "pending":
-        out["summary"] = f"{job_id} is {row.state}" + (
-            f" on {', '.join(row.on_nodes)} since {iso(row.last_start)}" if row.state == "running" else ""
+        out["summary"] = (
+            f"{job_id} is {row.state}"
+            + (f" on {', '.join(row.on_nodes)} since {iso(row.last_start)}" if row.state == "running" else "")
+            + _progress_text(row.progress, row.hung)
         )
         return out
     tree = view.sides

@@ -1,7 +1,8 @@
 """`review`: what the portfolio's owners should look at now.
 
 Nodes whose review date has come, exceptions (stored or in the policy file) that stop applying
-within the next days, and tokens tied to nodes the current policy no longer has.
+within the next days, tokens tied to nodes the current policy no longer has, and classes declared
+`resumable: true` whose requeued runs did not resume from a checkpoint (recovery.py).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..._units import fmt_duration
+from ...engine.progress import RESUMED_MIN, not_borne_out
 from ...inputs.policy import GroupNode
 from ..timefmt import from_iso, iso, today
 from .portfolio import ExceptionRecord, PolicyVersion
+from .recovery import ClassRecovery
 from .tokens import TokenRecord
 
 
@@ -53,13 +56,19 @@ class Review:
     nodes_past_review: list[NodeDue] = field(default_factory=list)
     exceptions_expiring: list[Expiring] = field(default_factory=list)
     tokens_on_missing_nodes: list[OrphanToken] = field(default_factory=list)
+    classes_not_resuming: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
     def empty(self) -> bool:
-        return not (self.nodes_past_review or self.exceptions_expiring or self.tokens_on_missing_nodes)
+        return not (
+            self.nodes_past_review
+            or self.exceptions_expiring
+            or self.tokens_on_missing_nodes
+            or self.classes_not_resuming
+        )
 
 
 def review(
@@ -68,6 +77,7 @@ def review(
     tokens: list[TokenRecord],
     now: float,
     days: float = 7.0,
+    recovery: list[ClassRecovery] | None = None,
 ) -> Review:
     out = Review(iso(now) or "", days, None if current is None else current.version)
     if current is None:
@@ -125,6 +135,10 @@ def review(
     for tok in tokens:
         if tok.valid(now) and tok.node is not None and tok.node not in known:
             out.tokens_on_missing_nodes.append(OrphanToken(tok.id, tok.name, tok.role, tok.node))
+    declared = {name for name, c in pol.classes.items() if c.resumable}
+    for c in recovery or ():
+        if c.cls in declared and not_borne_out(True, c.restarts, c.resumed):
+            out.classes_not_resuming.append(c.as_json())
     return out
 
 
@@ -157,6 +171,15 @@ def review_text(r: Review) -> str:
         lines.append(f"tokens tied to nodes not in the policy ({len(r.tokens_on_missing_nodes)}):")
         for tk in r.tokens_on_missing_nodes:
             lines.append(f"  token {tk.token} ({tk.name}, {tk.role}): node {tk.node}")
+    if r.classes_not_resuming:
+        lines.append(
+            f"classes declared resumable whose requeued runs did not resume ({len(r.classes_not_resuming)}):"
+        )
+        for c in r.classes_not_resuming:
+            lines.append(
+                f"  {c['class']}: {c['resumed']} of {c['restarts']} requeued runs reported resumed "
+                f"(below {RESUMED_MIN:.0%}): check its checkpoints, or declare resumable: false"
+            )
     if r.empty:
         lines.append(
             f"nothing to review: no node past its review date, no exception expiring within {r.days:g} day(s)"

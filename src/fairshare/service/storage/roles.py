@@ -19,6 +19,7 @@ from ..service_errors import Forbidden
 
 ROLES = ("viewer", "member", "owner", "admin")
 NODE_ROLES = ("member", "owner")
+JOB_ROLE = "job"  # a job's own token: it reports that job's progress and reads nothing (docs/progress.md)
 
 
 @dataclass(frozen=True)

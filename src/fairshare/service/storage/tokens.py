@@ -23,7 +23,7 @@ from . import audit, schema
 from .audit import AuditRecord
 from .db import Tx, new_id
 from .portfolio import current_policy
-from .roles import Principal, check_role
+from .roles import JOB_ROLE, Principal, check_role
 
 PREFIX = "fs_"
 MAX_SECRET = 200
@@ -111,6 +111,32 @@ def create_token(
     }
     audit.append(tx, [AuditRecord(tx.now, "token_created", None, evidence)])
     return rec, secret
+
+
+def create_job_token(tx: Tx, job_id: str, by: str) -> str:
+    """A token scoped to one job (role `job`, node = the job id), made at its submission: it may
+    report that job's progress and nothing else. Audited; returns the secret (shown once)."""
+    secret = new_secret()
+    res = tx.conn.execute(
+        schema.tokens.insert().values(
+            name=f"job {job_id}",
+            role=JOB_ROLE,
+            node=job_id,
+            secret_sha256=secret_sha256(secret),
+            created_t=tx.now,
+            created_by=by,
+            expires_t=None,
+        )
+    )
+    evidence = {
+        "token": int(new_id(res)),
+        "name": f"job {job_id}",
+        "role": JOB_ROLE,
+        "node": job_id,
+        "by": by,
+    }
+    audit.append(tx, [AuditRecord(tx.now, "token_created", job_id, evidence)])
+    return secret
 
 
 def get_token(tx: Tx, token_id: int) -> TokenRecord:

@@ -104,7 +104,23 @@ function renderStatus(s) {
   } else if (s.loop && s.loop.error) {
     banner.hidden = false;
     banner.textContent = `The scheduler loop reported: ${s.loop.error}`;
+  } else if (notResuming(s.recovery).length) {
+    banner.hidden = false;
+    banner.textContent = notResuming(s.recovery).join(" ");
   } else banner.hidden = true;
+}
+
+// classes declared resumable whose requeued runs did not resume (docs/progress.md)
+function notResuming(recovery) {
+  return Object.entries(recovery || {}).filter(([, r]) => r.not_borne_out).map(([cls, r]) =>
+    `Class ${cls} is declared resumable, but only ${r.resumed} of its ${r.restarts} requeued runs resumed from a checkpoint.`);
+}
+
+function progressNote(r) {
+  const p = r.progress;
+  if (!p || p.step === null) return "";
+  const ckpt = p.checkpoint_step !== null ? `, checkpoint ${p.checkpoint_step} ${dur(p.checkpoint_age_s)} ago` : "";
+  return ` · step ${p.step} ${dur(p.progress_age_s)} ago${ckpt}`;
 }
 
 function renderTree(t) {
@@ -229,7 +245,7 @@ function renderQueue(j) {
   }));
   $("running").tBodies[0].replaceChildren(...running.slice(0, 100).map((r) =>
     el("tr", { "data-job": r.id },
-      el("td", {}, r.id + (r.hung ? " (no progress)" : "")), el("td", {}, r.group), el("td", {}, r.class),
+      el("td", {}, r.id + (r.hung ? " (no progress)" : "") + progressNote(r)), el("td", {}, r.group), el("td", {}, r.class),
       el("td", { class: "num" }, r.gpus), el("td", {}, r.on_nodes.join(", ")),
       el("td", { class: "num" }, dur(state.status ? state.status.now_t - r.last_start_t : null)),
       el("td", {}, when(r.last_start_t + r.protected_s)))));

@@ -1,0 +1,99 @@
+"""Progress reports on the Slurm backend (FakeSlurm, manual clock; docs/progress.md): a job that
+stops reporting is flagged no_progress and requeued so a waiting job starts; a job requeued past
+protection loses the GPU time since its last reported checkpoint (within a cycle), its restart
+reports resumed and its class's recovery shows it."""
+
+from __future__ import annotations
+
+import pytest
+
+from fairshare.service.loop.reports import Report
+
+from .slurm_helpers import Rig, rig
+
+PROTECT = "fairshare:protect=5m,checkpoint=10m,resumable"
+CYCLE = 15.0
+
+
+@pytest.fixture
+def db(tmp_path: object) -> str:
+    return f"sqlite:///{tmp_path}/fs.db"
+
+
+def _report(r: Rig, job: int, kind: str, step: int) -> None:
+    r.loop.inbox.put(Report(str(job), kind, step, None, "test"))
+
+
+def test_a_slurm_job_that_stops_reporting_is_requeued_no_progress_for_a_waiting_job(db: str) -> None:
+    with rig(db) as r:
+        jobs = [r.fake.submit("research", 8, comment=PROTECT, time_limit_s=4 * 3600) for _ in range(4)]
+        r.tick(schedule=False)
+        r.tick()
+        e = r.loop.engine
+        assert e is not None and len(e.running) == 4
+        waiting = r.fake.submit("research", 8, comment=PROTECT)  # same group: no fair-share victim
+        hung, steady = jobs[0], jobs[1:]
+        step = 0
+        for i in range(200):  # 50 minutes of cycles; `hung` reports for 10 minutes only
+            step += 10
+            for j in steady:
+                _report(r, j, "progress", step)
+            if i < 40:
+                _report(r, hung, "progress", step)
+            r.tick(CYCLE)
+            if str(waiting) in e.running:
+                break
+        flagged = r.records("no_progress")
+        assert [f.job for f in flagged] == [str(hung)]
+        assert flagged[0].evidence["last_step"] == 400 and flagged[0].evidence["max_stall_s"] == 1800.0
+        preempt = next(p for p in r.records("preempt") if p.job == str(hung))
+        assert preempt.evidence["reason"] == "no_progress"
+        assert preempt.t - flagged[0].evidence["last_progress_t"] <= 1800.0 + CYCLE
+        assert ("requeue", hung) in [(w[0], w[1]) for w in r.fake.writes]
+        assert str(waiting) in e.running  # the freed GPUs went to the waiting job
+        assert all(str(j) in e.running for j in steady)
+
+
+def test_a_requeue_past_protection_loses_the_time_since_the_reported_checkpoint(db: str) -> None:
+    with rig(db) as r:
+        research = [r.fake.submit("research", 8, comment=PROTECT, time_limit_s=4 * 3600) for _ in range(4)]
+        r.tick(schedule=False)
+        r.tick()
+        e = r.loop.engine
+        assert e is not None and len(e.running) == 4
+        # each run checkpoints once; the last one's checkpoint is the freshest
+        for k, j in enumerate(research):
+            _report(r, j, "progress", 100)
+            r.tick(CYCLE)
+            _report(r, j, "checkpoint", 100 + k)
+            r.tick(CYCLE)
+        ckpt_t: dict[str, float] = {}
+        for j in research:
+            at = e.running[str(j)].ckpt_at
+            assert at is not None  # taken at the cycle after the job wrote it (within CYCLE)
+            ckpt_t[str(j)] = at
+        waiting = r.fake.submit("product", 8, comment=PROTECT)
+        for _ in range(40):
+            r.tick(CYCLE)
+            if str(waiting) in e.running:
+                break
+        (preempt,) = [p for p in r.records("preempt") if p.job in ckpt_t]
+        victim = preempt.job
+        assert victim == str(research[-1])  # the freshest real checkpoint loses least
+        lost_since_ckpt = (preempt.t - ckpt_t[victim]) * 8  # first start: no startup overhead here
+        assert preempt.evidence["lost_gpu_s"] == pytest.approx(lost_since_ckpt)
+        assert preempt.evidence["checkpoint_at"] == ckpt_t[victim]
+        # the requeued job restarts once GPUs free up, and reports what it restored
+        r.fake.finish(research[0])
+        for _ in range(40):
+            r.tick(CYCLE)
+            if victim in e.running:
+                break
+        assert victim in e.running
+        _report(r, int(victim), "resumed", 103)
+        r.tick(CYCLE)
+        _report(r, int(victim), "progress", 110)
+        r.tick(CYCLE)
+        rec = e.recovery_json()["train"]
+        assert (rec["restarts"], rec["resumed"], rec["steps_lost"]) == (1, 1, 0)
+        assert rec["restart_to_first_progress_s"] is not None
