@@ -40,10 +40,12 @@ class SteppedClock:
 
 def warm_up(loop: SchedulerLoop, stepped: SteppedClock, start: float, how: WarmUp = WarmUp()) -> float:
     """Run `loop` (its clock reads `stepped`) from `start` until jobs wait (see the module's
-    docstring); returns the instant reached. Takes the writer lock (a --demo database is its own)."""
-    if not loop.take_lock():
-        return stepped.t
-    loop.become_writer()
+    docstring); returns the instant reached. Takes the writer lock unless it holds it (a --demo
+    database is its own; another process holding it: no warm-up)."""
+    if loop.role != "writer":
+        if not loop.take_lock():
+            return stepped.t
+        loop.become_writer()
     e = loop.engine
     assert e is not None
     stepped.t = max(stepped.t, e.t)
