@@ -227,6 +227,7 @@ function renderUsage(u) {
 // a row a keyboard can reach: Tab to it, Enter (or Space) opens its job's explanation, arrows move
 function jobRow(r, ...cells) {
   const tr = el("tr", { "data-job": r.id, tabIndex: 0 }, ...cells);
+  if (r.id === state.selected) tr.classList.add("selected");
   tr.setAttribute("aria-label", `job ${r.id} of ${r.group}: press Enter for why`);
   tr.addEventListener("click", () => openExplain(r.id));
   tr.addEventListener("keydown", (ev) => {
@@ -249,6 +250,17 @@ function replaceRows(table, rows) {
 function jobsPath() {
   return "/api/jobs?limit=400" + (state.group ? `&group=${encodeURIComponent(state.group)}` : "");
 }
+// the jobs, of the group filtered on; a group a new policy removed clears the filter
+async function readJobs() {
+  try {
+    return await api(jobsPath());
+  } catch (e) {
+    if (!state.group || e.message === "401") throw e;
+    state.group = "";
+    $("group-filter").value = "";
+    return api(jobsPath());
+  }
+}
 
 function renderQueue(j) {
   const pending = j.jobs.filter((r) => r.state === "pending");
@@ -270,7 +282,6 @@ function renderQueue(j) {
       el("td", { "data-value": r.next_opportunity_t ?? "" },
         r.next_opportunity_t ? `in ${dur(r.next_opportunity_in_s)}` : "–"),
     );
-    if (r.id === state.selected) tr.classList.add("selected");
     return tr;
   }));
   replaceRows($("running"), running.slice(0, 100).map((r) =>
@@ -406,7 +417,7 @@ async function refresh() {
   clearTimeout(state.timer);
   const gen = ++state.gen;
   try {
-    const [status, tree, jobs] = await Promise.all([api("/api/status"), api("/api/tree"), api(jobsPath())]);
+    const [status, tree, jobs] = await Promise.all([api("/api/status"), api("/api/tree"), readJobs()]);
     if (gen !== state.gen) return;
     renderStatus(status);
     renderTree(tree);
