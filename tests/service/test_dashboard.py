@@ -213,3 +213,123 @@ def test_the_dashboard_asks_for_a_token_and_refuses_a_bad_one(
             page.wait_for_selector("#tree tbody tr")
         finally:
             browser.close()
+
+
+def _balance_class_holds(debt: float, owed: float, delivered: float, classes: str) -> bool:
+    """The tint follows the sign, and only a balance 5 % or more off what the group was owed has one."""
+    far = abs(debt) >= 0.05 and abs(debt) / max(abs(owed), abs(delivered), 1.0) >= 0.05
+    if not far:
+        return "even" in classes.split()
+    return ("owed" if debt > 0 else "borrowed") in classes.split()
+
+
+def _open_page(p: Any, chromium: str, env: dict[str, str | float | bool], width: int) -> tuple[Any, Any]:
+    browser = p.chromium.launch(executable_path=chromium, args=ARGS, env=env)
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    return browser, page
+
+
+@pytest.mark.parametrize("width", [1400, 420], ids=["desktop", "phone-420px"])
+def test_the_group_filter_keyboard_and_columns_at_each_width(
+    server: Server, chromium: str, artifacts: Path, browser_env: dict[str, str | float | bool], width: int
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    jobs = server.api("/api/jobs?limit=400")["jobs"]
+    by_group: dict[str, int] = {}
+    for j in jobs:
+        if j["state"] == "pending":
+            by_group[j["group"]] = by_group.get(j["group"], 0) + 1
+    assert len(by_group) >= 2, "the view has waiting jobs of two groups at least"
+    group = min(by_group, key=lambda g: (by_group[g], g))  # the filter must drop most rows
+    mine = server.api(f"/api/jobs?limit=400&group={group}")["jobs"]
+    pending = [j for j in mine if j["state"] == "pending"]
+    running = [j for j in mine if j["state"] == "running"]
+    tree = server.api("/api/tree")["nodes"]
+    with sync_playwright() as p:
+        browser, page = _open_page(p, chromium, browser_env, width)
+        try:
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{server.url}/#token={server.viewer}")
+            page.wait_for_selector("#queue tbody tr")
+            page.wait_for_selector("#usage-chart svg polyline")
+            # balances coloured by sign and size, the API's numbers
+            for node in tree:
+                cell = page.locator(f'#tree tr[data-path="{node["path"]}"] td.debt')
+                classes = cell.get_attribute("class") or ""
+                assert _balance_class_holds(
+                    node["debt_gpu_h"], node["owed_gpu_h"], node["delivered_gpu_h"], classes
+                ), (node["path"], node["debt_gpu_h"], classes)
+            # the queue's class, user and estimate columns are the API's
+            first = jobs[[j["state"] for j in jobs].index("pending")]
+            row = page.locator(f'#queue tr[data-job="{first["id"]}"]')
+            assert row.locator("td.cls").inner_text() == (first["class"] or "–")
+            assert row.locator("td.user").inner_text() == (first["user"] or "–")
+            assert float(row.locator("td.est").get_attribute("data-value") or "nan") == first["estimate_s"]
+            # the group filter: only that group's jobs, waiting and running
+            assert page.locator("#queue tbody tr").count() == min(
+                200, len([j for j in jobs if j["state"] == "pending"])
+            )
+            page.select_option("#group-filter", group)
+            page.wait_for_selector(f'body[data-group="{group}"]')
+            assert page.locator("#queue tbody tr").count() == len(pending)
+            assert page.locator("#running tbody tr").count() == len(running)
+            shown = page.locator("#queue tbody tr td:nth-child(3)").all_inner_texts()
+            assert shown == [j["group"] for j in pending] and set(shown) == {group}
+            assert set(page.locator("#running tbody tr td:nth-child(2)").all_inner_texts()) <= {group}
+            # the page never scrolls sideways (wide tables scroll inside their own box)
+            overflow = page.evaluate(
+                "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            wide = page.evaluate(
+                "() => [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right"
+                " > document.documentElement.clientWidth + 1 && !e.closest('.scroll')).map((e) => e.tagName +"
+                " '#' + e.id + '.' + e.className).slice(0, 8)"
+            )
+            assert overflow <= 0, f"the page is {overflow} px wider than a {width} px screen: {wide}"
+            # keyboard: Tab reaches a row, Enter opens its job's explanation, Escape closes it
+            target = pending[-1]["id"]
+            page.locator(f'#queue tr[data-job="{target}"]').focus()
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#explain:not([hidden]) #x-position[data-value]")
+            assert page.locator("#x-job").inner_text() == target
+            if width == 420:
+                page.screenshot(path=str(artifacts / "dashboard-420px.png"), full_page=True)
+            page.keyboard.press("Escape")
+            page.wait_for_selector("#explain", state="hidden")
+            assert page.evaluate("() => document.activeElement.dataset.job") == target
+            # back to every group
+            page.select_option("#group-filter", "")
+            page.wait_for_selector('body[data-group=""]')
+            assert page.locator("#queue tbody tr").count() > len(pending)
+            assert errors == [], errors
+        finally:
+            browser.close()
+
+
+def test_a_row_is_reachable_with_the_tab_key(
+    server: Server, chromium: str, browser_env: dict[str, str | float | bool]
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _open_page(p, chromium, browser_env, 1400)
+        try:
+            page.goto(f"{server.url}/#token={server.viewer}")
+            page.wait_for_selector("#queue tbody tr")
+            page.locator("#group-filter").focus()
+            for _ in range(40):  # past the usage chart's select to the queue's first row
+                page.keyboard.press("Tab")
+                if page.evaluate("() => document.activeElement.closest('#queue') !== null"):
+                    break
+            job = page.evaluate("() => document.activeElement.dataset.job")
+            assert job == page.locator("#queue tbody tr").first.get_attribute("data-job")
+            page.keyboard.press("ArrowDown")
+            second = page.locator("#queue tbody tr").nth(1).get_attribute("data-job")
+            assert page.evaluate("() => document.activeElement.dataset.job") == second
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#explain:not([hidden])")
+            assert page.locator("#x-job").inner_text() == second
+        finally:
+            browser.close()

@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..inputs import limits
 from ..inputs.policy import Policy
 from .clusters.demo import DemoCluster, Scenario
+from .demo_start import SteppedClock, start_clock, warm_up
 from .loop.cycle import SchedulerLoop
 from .loop.live_service import LiveService
 from .loop.options import LoopOptions
@@ -143,9 +144,29 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
     options = LoopOptions(strategy=opt.strategy, speed=speed, crash=CrashPoints(opt.crash))
     if opt.checkpoint_events is not None:
         options.checkpoint_events = opt.checkpoint_events
-    loop = SchedulerLoop(store, backend, clock, options)
+    if opt.demo and folder is not None:  # a fresh --demo database: start where jobs wait
+        stepped = SteppedClock(scenario.epoch)
+        ref.target = stepped  # the store's clock too: what the warm-up writes is dated on it
+        loop = SchedulerLoop(store, backend, ref, options)
+        try:
+            at = warm_up(loop, stepped, scenario.epoch)
+            ref.target = start_clock(store, at, speed, wall)
+            loop.publish(force=True)
+        except BaseException:
+            _close_early(loop, store, folder)
+            raise
+        notes.append(f"demo: starts {(at - scenario.epoch) / 3600:.1f} h into the {scenario.name} scenario")
+    else:
+        loop = SchedulerLoop(store, backend, clock, options)
     where = store.url
     return Prepared(store, LiveService(store, loop), ref, notes, made, where, cluster, folder)
+
+
+def _close_early(loop: SchedulerLoop, store: Store, folder: Path) -> None:
+    if loop.lock is not None:
+        loop.lock.release()
+    store.close()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _prepare_slurm(opt: ServeOptions, wall: Callable[[], float]) -> Prepared:

@@ -10,7 +10,8 @@ const HOLD_SHORT = {
   no_victims: "no GPUs free; nothing preemptible for it",
   queued: "jobs ahead take the free GPUs",
 };
-const state = { token: null, selected: null, usageNode: "", tree: null, status: null, timer: null };
+const state = { token: null, selected: null, usageNode: "", group: "", tree: null, status: null, timer: null,
+  gen: 0 };
 
 // ------------------------------------------------------------------ helpers
 const $ = (id) => document.getElementById(id);
@@ -49,6 +50,15 @@ function when(t) {
     minute: "2-digit" }) + " UTC";
 }
 function pct(x) { return x === null || x === undefined || !isFinite(x) ? "–" : `${Math.round(x * 100)}%`; }
+// a balance's colour class: its sign, and its size against what the group was owed (so a group a few
+// percent off its share stays neutral, and only the ones far from it stand out)
+function balanceClass(debt, owed, delivered) {
+  const scale = Math.max(Math.abs(owed || 0), Math.abs(delivered || 0), 1);
+  const r = Math.abs(debt) / scale;
+  if (!isFinite(r) || r < 0.05 || Math.abs(debt) < 0.05) return "even";
+  const level = r < 0.2 ? 1 : r < 0.5 ? 2 : 3;
+  return `${debt > 0 ? "owed" : "borrowed"} l${level}`;
+}
 function got(priority) { return priority === null || priority === undefined ? "–" : pct(1 - priority); }
 
 async function api(path) {
@@ -146,7 +156,7 @@ function renderTree(t) {
       el("td", { class: "num", "data-value": n.owed_gpu_h }, fmt(n.owed_gpu_h)),
       el("td", { class: "num", "data-value": n.delivered_gpu_h }, fmt(n.delivered_gpu_h)),
       el("td", {}, bar, el("span", { class: "pct" }, sd === null ? "–" : pct(sd))),
-      el("td", { class: `num debt ${n.debt_gpu_h > 0.05 ? "pos" : n.debt_gpu_h < -0.05 ? "neg" : ""}`,
+      el("td", { class: `num debt ${balanceClass(n.debt_gpu_h, n.owed_gpu_h, n.delivered_gpu_h)}`,
         "data-value": n.debt_gpu_h }, signed(n.debt_gpu_h)),
       el("td", { class: "num", "data-value": n.unallocated_gpu_h }, fmt(n.unallocated_gpu_h)),
       el("td", { class: "num" }, `${fmt(n.used_rate)} / ${fmt(n.owed_rate)}`),
@@ -154,6 +164,13 @@ function renderTree(t) {
       el("td", { class: "num" }, n.running_jobs),
     );
   }));
+  const filter = $("group-filter");
+  const groups = [["", "all groups"]].concat(
+    t.nodes.map((n) => [n.path, `${"\u00a0\u00a0".repeat(n.depth)}${n.path}${n.leaf ? "" : " (and below)"}`]));
+  if (filter.options.length !== groups.length || groups.some(([v], i) => filter.options[i].value !== v)) {
+    filter.replaceChildren(...groups.map(([v, label]) => el("option", { value: v }, label)));
+    filter.value = groups.some(([v]) => v === state.group) ? state.group : "";
+  }
   const sel = $("usage-node");
   const options = [["", "top-level groups"]].concat(
     t.nodes.filter((n) => !n.leaf).map((n) => [n.path, `inside ${n.path}`]));
@@ -223,29 +240,71 @@ function renderUsage(u) {
 }
 
 // ------------------------------------------------------------------ queue and running
+// a row a keyboard can reach: Tab to it, Enter (or Space) opens its job's explanation, arrows move
+function jobRow(r, ...cells) {
+  const tr = el("tr", { "data-job": r.id, tabIndex: 0 }, ...cells);
+  if (r.id === state.selected) tr.classList.add("selected");
+  tr.setAttribute("aria-label", `job ${r.id} of ${r.group}: press Enter for why`);
+  tr.addEventListener("click", () => openExplain(r.id));
+  tr.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); openExplain(r.id); }
+    else if (ev.key === "ArrowDown" && tr.nextElementSibling) { ev.preventDefault(); tr.nextElementSibling.focus(); }
+    else if (ev.key === "ArrowUp" && tr.previousElementSibling) { ev.preventDefault(); tr.previousElementSibling.focus(); }
+  });
+  return tr;
+}
+// redraw a table's rows, keeping the keyboard's focus on the same job across the refresh
+function replaceRows(table, rows) {
+  const focused = document.activeElement;
+  const job = focused && table.contains(focused) ? focused.dataset.job : null;
+  table.tBodies[0].replaceChildren(...rows);
+  if (job) {
+    const again = table.querySelector(`tr[data-job="${CSS.escape(job)}"]`);
+    if (again) again.focus({ preventScroll: true });
+  }
+}
+function jobsPath() {
+  return "/api/jobs?limit=400" + (state.group ? `&group=${encodeURIComponent(state.group)}` : "");
+}
+// the jobs, of the group filtered on; a group a new policy removed clears the filter
+async function readJobs() {
+  try {
+    return await api(jobsPath());
+  } catch (e) {
+    if (!state.group || e.message === "401") throw e;
+    state.group = "";
+    $("group-filter").value = "";
+    return api(jobsPath());
+  }
+}
+
 function renderQueue(j) {
   const pending = j.jobs.filter((r) => r.state === "pending");
   const running = j.jobs.filter((r) => r.state === "running");
-  $("queue-count").textContent = `${pending.length} waiting`;
-  $("running-count").textContent = `${running.length} jobs`;
-  $("queue").tBodies[0].replaceChildren(...pending.slice(0, 200).map((r) => {
-    const tr = el("tr", { "data-job": r.id },
+  const of = state.group ? ` in ${state.group}` : "";
+  $("queue-count").textContent = `${pending.length} waiting${of}`;
+  $("running-count").textContent = `${running.length} jobs${of}`;
+  replaceRows($("queue"), pending.slice(0, 200).map((r) => {
+    const tr = jobRow(r,
       el("td", { class: "num" }, r.position ?? "new"),
       el("td", {}, r.id),
       el("td", {}, r.group),
+      el("td", { class: "cls" }, r.class ?? "–"),
+      el("td", { class: "user" }, r.user ?? "–"),
       el("td", { class: "num" }, r.gpus),
+      el("td", { class: "num est", "data-value": r.estimate_s }, dur(r.estimate_s)),
       el("td", { class: "num" }, dur(r.waited_s)),
       el("td", { title: r.why_pending_text || "" }, HOLD_SHORT[r.why_pending || "queued"] || r.why_pending),
       el("td", { "data-value": r.next_opportunity_t ?? "" },
         r.next_opportunity_t ? `in ${dur(r.next_opportunity_in_s)}` : "–"),
     );
-    if (r.id === state.selected) tr.classList.add("selected");
-    tr.addEventListener("click", () => openExplain(r.id));
     return tr;
   }));
-  $("running").tBodies[0].replaceChildren(...running.slice(0, 100).map((r) =>
-    el("tr", { "data-job": r.id },
+  replaceRows($("running"), running.slice(0, 100).map((r) =>
+    jobRow(r,
       el("td", {}, r.id + (r.hung ? " (no progress)" : "") + progressNote(r)), el("td", {}, r.group), el("td", {}, r.class),
+      el("td", { class: "user" }, r.user ?? "–"),
+      el("td", { class: "num est", "data-value": r.estimate_s }, dur(r.estimate_s)),
       el("td", { class: "num" }, r.gpus), el("td", {}, r.on_nodes.join(", ")),
       el("td", { class: "num" }, dur(state.status ? state.status.now_t - r.last_start_t : null)),
       el("td", {}, when(r.last_start_t + r.protected_s)))));
@@ -254,9 +313,8 @@ function renderQueue(j) {
 // ------------------------------------------------------------------ explanation
 async function openExplain(jobId) {
   state.selected = jobId;
-  document.querySelectorAll("#queue tr.selected").forEach((tr) => tr.classList.remove("selected"));
-  const row = document.querySelector(`#queue tr[data-job="${CSS.escape(jobId)}"]`);
-  if (row) row.classList.add("selected");
+  document.querySelectorAll("tr.selected").forEach((tr) => tr.classList.remove("selected"));
+  document.querySelectorAll(`tr[data-job="${CSS.escape(jobId)}"]`).forEach((tr) => tr.classList.add("selected"));
   $("explain").hidden = false;
   await renderExplain();
   $("explain").scrollIntoView({ block: "nearest" });
@@ -370,8 +428,13 @@ function renderReview(r) {
 
 // ------------------------------------------------------------------ refresh
 async function refresh() {
+  // one refresh chain: a redraw asked for now (a filter changed) replaces the one scheduled, and an
+  // answer to an older request (another filter) is dropped
+  clearTimeout(state.timer);
+  const gen = ++state.gen;
   try {
-    const [status, tree, jobs] = await Promise.all([api("/api/status"), api("/api/tree"), api("/api/jobs?limit=400")]);
+    const [status, tree, jobs] = await Promise.all([api("/api/status"), api("/api/tree"), readJobs()]);
+    if (gen !== state.gen) return;
     renderStatus(status);
     renderTree(tree);
     renderQueue(jobs);
@@ -383,13 +446,14 @@ async function refresh() {
     renderReview(review);
     if (state.selected) await renderExplain();
     document.body.dataset.view = tree.view;
+    document.body.dataset.group = state.group;
   } catch (e) {
     if (e.message !== "401") {
       $("banner").hidden = false;
       $("banner").textContent = `Cannot read the API: ${e.message}`;
     }
   }
-  if (state.token) state.timer = setTimeout(refresh, REFRESH_MS);
+  if (state.token && gen === state.gen) state.timer = setTimeout(refresh, REFRESH_MS);
 }
 
 function init() {
@@ -399,9 +463,22 @@ function init() {
     start();
   });
   $("logout").addEventListener("click", (ev) => { ev.preventDefault(); logout(); });
-  $("x-close").addEventListener("click", () => { state.selected = null; $("explain").hidden = true; });
+  $("x-close").addEventListener("click", closeExplain);
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && !$("explain").hidden) closeExplain();
+  });
+  $("group-filter").addEventListener("change", (ev) => { state.group = ev.target.value; refresh(); });
   $("usage-node").addEventListener("change", (ev) => { state.usageNode = ev.target.value; refresh(); });
   start();
+}
+
+function closeExplain() {
+  const back = state.selected && document.querySelector(`#queue tr[data-job="${CSS.escape(state.selected)}"],` +
+    `#running tr[data-job="${CSS.escape(state.selected)}"]`);
+  state.selected = null;
+  $("explain").hidden = true;
+  document.querySelectorAll("tr.selected").forEach((tr) => tr.classList.remove("selected"));
+  if (back) back.focus();
 }
 
 function start() {
