@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fairshare.service import server
-from fairshare.service.demo_start import SteppedClock, WarmUp, warm_up
+from fairshare.service.loop.demo_start import SteppedClock, WarmUp, warm_up
 from fairshare.service.options import ServeOptions
 from fairshare.service.storage.store import Store
 

@@ -32,8 +32,7 @@ import dataclasses
 import heapq
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, Self
+from typing import Any, Self
 
 import numpy as np
 
@@ -41,8 +40,9 @@ from ..core.contract import latest_start, overhead_of, protected_until
 from ..core.model import TIME_EPS, JobRequest
 from ..core.placement import Alloc, FreeIndex
 from ..core.scheduler import deadline_due, may_be_victim
-from ..core.snapshot import Decisions, JobState, PendingQueues, Preempt, RunView, Snapshot, Start
+from ..core.snapshot import Decisions, JobState, PendingQueues, RunView, Snapshot
 from ..core.strategies import Strategy
+from .actions import Actions, RatesListener
 from .demand import Demand
 from .events import Event, Reservation
 from .fleet import Fleet
@@ -53,23 +53,6 @@ from .setup import EngineSetup
 
 _NONE: frozenset[int] = frozenset()
 _NONE_S: frozenset[str] = frozenset()
-
-
-class RatesListener(Protocol):
-    """Told when the engine's rates change and when it integrates them (the replay's metrics)."""
-
-    def rates_changed(self, engine: EngineState) -> None: ...
-    def interval(self, t0: float, t1: float) -> None: ...
-
-
-@dataclass(frozen=True)
-class Actions:
-    """What a pass asks the driver to do, in this order, and the audit records of the pass
-    (`{"t", "decision", "job", ...evidence}`, the lines of decisions.jsonl)."""
-
-    preempts: tuple[Preempt, ...]
-    starts: tuple[Start, ...]
-    audit: tuple[dict[str, Any], ...]
 
 
 class EngineState(ProgressCalls):
