@@ -79,6 +79,8 @@ def text_problem(value: str, *, name: bool, limit: int | None = None) -> str | N
             return f"contains the lone surrogate U+{ord(ch):04X}, which is not a character"
         if (cat == "Cc" and (name or ch not in "\n\t\r")) or (name and cat in ("Zl", "Zp")):
             return f"contains the control character U+{ord(ch):04X}: names must be printable"
+        if name and ch == "\ufeff":  # a byte-order mark inside a file: invisible, names look alike
+            return "contains the byte-order mark U+FEFF, an invisible character: names must be printable"
     return None
 
 
