@@ -27,8 +27,8 @@ from ..errors import InputError
 from ..inputs import limits
 from ..inputs.policy import Policy
 from .clusters.demo import DemoCluster, Scenario
-from .loop.demo_start import SteppedClock, start_clock, warm_up
 from .loop.cycle import SchedulerLoop
+from .loop.demo_start import SteppedClock, start_clock, warm_up
 from .loop.live_service import LiveService
 from .loop.options import LoopOptions
 from .loop.requests import CRASH_ENV, CrashPoints

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .cycle import SchedulerLoop
 from ..storage.clock_state import ScaledClock, put_state
 from ..storage.store import Store
+from .cycle import SchedulerLoop
 
 
 @dataclass(frozen=True)
