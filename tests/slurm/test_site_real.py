@@ -149,7 +149,10 @@ def test_a_real_slurm_history_is_imported_and_replayed_faithfully(real: RealHarn
             "set",
             "RawUsage=0",
         )
-    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 60))
+    # the span starts after the fixture cancelled what earlier tests left (their jobs end before it,
+    # so sacct -S leaves them out: the history is this test's 120 jobs)
+    time.sleep(1.1)
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time()))
     ids = run_workload(real, plan())
     end = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 60))
     span = ["-S", start, "-E", end]
