@@ -263,6 +263,36 @@ def test_charts_drawn_by_a_worker_process_are_the_same_bytes() -> None:
     assert drawn_by_worker.count("<svg") == 8
 
 
+@pytest.mark.parametrize("stage", ["as-the-signals-unblock", "after-the-start"])
+def test_an_interrupt_while_the_chart_workers_start_stops_them_and_leaks_nothing(stage: str) -> None:
+    """An interrupt held back while the pool starts is raised the instant the signals unblock; the
+    command then ends at once (os._exit, as fairshare.__main__ does). The workers must be stopped on
+    the way out: otherwise multiprocessing's resource tracker prints "leaked semaphore objects"
+    after the command's last line (a CI run caught it for a SIGINT at 0.90 s)."""
+    script = (
+        "import os, sys\n"
+        "from fairshare import interrupts\n"
+        "from fairshare.report import html\n"
+        "def boom(*a):\n"
+        "    raise KeyboardInterrupt\n"
+        "if sys.argv[1] == 'as-the-signals-unblock':\n"
+        "    html.interrupts = type('I', (), {'watch': staticmethod(boom), 'unwatch': staticmethod(interrupts.unwatch)})\n"
+        "pool = html.ChartPool(workers=2)\n"
+        "try:\n"
+        "    with pool:\n"
+        "        raise KeyboardInterrupt\n"
+        "except KeyboardInterrupt:\n"
+        "    print('stopped' if pool._pool is None or pool._pool._processes is None else 'running', flush=True)\n"
+        "    os._exit(130)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, stage], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 130, out.stderr
+    assert out.stdout.strip() == "stopped"
+    assert "leaked" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
 def test_report_module_does_not_import_matplotlib() -> None:
     """The CLI imports fairshare.report.html up front; matplotlib (~0.5 s) waits until a chart is drawn."""
     code = "import sys, fairshare.report.html; print('matplotlib' in sys.modules)"

@@ -146,18 +146,31 @@ class ChartPool:
         self.workers = max(0, n)
         self._pool: ProcessPoolExecutor | None = None
         self._closing = False
-        if n > 0:
+
+    def _start(self) -> None:
+        """Start the workers (on entering the `with` block, so that leaving it always stops them).
+
+        An interrupt blocked while the pool starts is raised the instant the signals are unblocked:
+        the pool is stopped before it propagates. Otherwise the command's immediate exit would skip
+        multiprocessing's own clean-up and its resource tracker would print "leaked semaphore
+        objects" after the command's last line."""
+        if self.workers == 0:
+            return
+        try:
             # the workers inherit the blocked signals: none reaches them before _warm_up
             with _blocked(signal.SIGINT, signal.SIGTERM):
                 self._pool = ProcessPoolExecutor(
-                    n,
+                    self.workers,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_warm_up,
                     initargs=(os.getpid(),),
                 )
-                for _ in range(n):
+                for _ in range(self.workers):
                     self._pool.submit(_noop)
             interrupts.watch(self._health)
+        except BaseException:
+            self._stop()
+            raise
 
     def _health(self) -> None:
         """Raise WorkerDied if a worker has ended while the pool is open (interrupts.check)."""
@@ -192,11 +205,15 @@ class ChartPool:
         return wait
 
     def __enter__(self) -> ChartPool:
+        self._start()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
         self._closing = True
         interrupts.unwatch(self._health)
         if self._pool is None:
