@@ -49,7 +49,9 @@ def writer(store: Store, scenario: Scenario, clock: ManualClock) -> SchedulerLoo
     opts = LoopOptions(
         speed=0.0, forecast_s=1e9, publish_s=1e9, refresh_s=1e9, checkpoint_events=0, checkpoint_s=0
     )
-    loop = SchedulerLoop(store, lambda: DemoCluster(store, scenario, holder[0].build_truth_job), clock, opts)
+    loop = SchedulerLoop(
+        store, lambda: DemoCluster(store, scenario, holder[0].resolve_submission), clock, opts
+    )
     holder.append(loop)
     assert loop.take_lock()
     loop.become_writer()
@@ -59,7 +61,7 @@ def writer(store: Store, scenario: Scenario, clock: ManualClock) -> SchedulerLoo
 def rebuild(store: Store, scenario: Scenario, clock: ManualClock) -> tuple[float, SchedulerLoop]:
     """A fresh follower's catch_up: the recovery path (with the checkpoint if one is stored)."""
     loop = SchedulerLoop(
-        store, lambda: DemoCluster(store, scenario, loop.build_truth_job), clock, LoopOptions()
+        store, lambda: DemoCluster(store, scenario, loop.resolve_submission), clock, LoopOptions()
     )
     t0 = time.perf_counter()
     assert loop.catch_up()
@@ -125,9 +127,9 @@ def main(argv: list[str] | None = None) -> None:
         assert a is not None and b is not None
         same: dict[str, Any] = {
             "t": a.t == b.t,
-            "ledger": bool(np.array_equal(a.ledger.sums, b.ledger.sums)),
+            "ledger": bool(np.array_equal(a.state.ledger.sums, b.state.ledger.sums)),
             "jobs": {k: v.state for k, v in a.info.items()} == {k: v.state for k, v in b.info.items()},
-            "running": set(a.running) == set(b.running),
+            "running": set(a.state.running) == set(b.state.running),
         }
         assert all(same.values()), same
     print(f"rebuild, full replay of {events:,} events: {min(full):.2f} s (best of {len(full)}; "

@@ -14,8 +14,9 @@ import yaml
 
 from fairshare.core.model import JobRequest
 from fairshare.inputs.scenarios import ScenarioData
+from fairshare.replay.loaded import Inputs
 from fairshare.replay.results import ReplayOutput
-from fairshare.replay.runner import Inputs, inputs_from_scenario, run_strategy
+from fairshare.replay.runner import inputs_from_scenario, run_strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("FAIRSHARE_SHARED", ROOT.parent / "shared"))

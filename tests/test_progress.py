@@ -14,8 +14,9 @@ from fairshare.core import JobRequest, Knobs, Node, TreeIndex, decide, get_strat
 from fairshare.engine import EngineSetup, EngineState, Event
 from fairshare.engine.progress import ProgressError
 from fairshare.inputs.scenarios import SCENARIOS
+from fairshare.replay.loaded import Inputs
 from fairshare.replay.results import ReplayOutput
-from fairshare.replay.runner import Inputs, inputs_from_scenario
+from fairshare.replay.runner import inputs_from_scenario
 from fairshare.replay.sim import Simulator
 from test_engine import Group
 

@@ -55,7 +55,7 @@ _EXPORTS = {
     "Comparison": "replay.results",
     "ReplayResult": "replay.results",
     "Series": "replay.results",
-    "Inputs": "replay.runner",
+    "Inputs": "replay.loaded",
     "compare": "replay.runner",
     "inputs_from_files": "replay.runner",
     "inputs_from_scenario": "replay.runner",
@@ -110,8 +110,9 @@ if TYPE_CHECKING:
     from .inputs.cluster import Cluster, load_cluster
     from .inputs.policy import Policy, load_policy
     from .inputs.workload import Job, load_workload
+    from .replay.loaded import Inputs
     from .replay.results import Comparison, ReplayResult, Series
-    from .replay.runner import Inputs, compare, inputs_from_files, inputs_from_scenario, run_strategy
+    from .replay.runner import compare, inputs_from_files, inputs_from_scenario, run_strategy
     from .replay.sim import Simulator
 
 

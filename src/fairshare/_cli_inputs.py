@@ -16,7 +16,7 @@ from .errors import InputError
 from .inputs import limits
 
 if TYPE_CHECKING:
-    from .replay.runner import Inputs
+    from .replay.loaded import Inputs
 
 
 def source_options(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -34,7 +34,7 @@ from .slurm.slurm_cli import slurm as _slurm_commands
 from .sweep.command import sweep as _sweep_command
 
 if TYPE_CHECKING:
-    from .replay.runner import Inputs
+    from .replay.loaded import Inputs
 
 DEFAULT_POLICIES = "fairshare,slurm-multifactor,priority-labels,fifo"
 CHART_WORKER_MIN_JOBS = 2000  # jobs x policies: below this the replays are too short to hide a worker's start
@@ -404,6 +404,6 @@ main.add_command(_sweep_command)  # fairshare sweep (docs/decisions.md)
 register_ops_commands(main)  # status, jobs, exception, policy diff over the API (docs/service.md)
 
 if __name__ == "__main__":
-    from .__main__ import run
+    from ._entry import run
 
     run(main)

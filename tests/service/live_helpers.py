@@ -86,7 +86,7 @@ def make_loop(store: Store, scenario: Scenario, clock: Callable[[], float], **op
     holder: list[SchedulerLoop] = []
 
     def backend() -> DemoCluster:
-        return DemoCluster(store, scenario, holder[0].build_truth_job)
+        return DemoCluster(store, scenario, holder[0].resolve_submission)
 
     options = {"speed": 0.0, "forecast_s": 0.0, "publish_s": 0.0, **opts}
     loop = SchedulerLoop(store, backend, clock, LoopOptions(**options))
@@ -159,7 +159,7 @@ def check_invariants(store: Store, engine: LiveEngine, ledger_sums: bool = True)
     charged = [0.0] * len(ledger.tree)
     for iv in usage.values():
         c = iv.charged(-math.inf, engine.t)
-        for anc in engine.tree.leaf_ancestors[leaf_of[iv.leaf]]:
+        for anc in engine.state.tree.leaf_ancestors[leaf_of[iv.leaf]]:
             charged[anc] += c
     for row, c in zip(ledger.tree, charged, strict=True):
         assert math.isclose(row.delivered_s, c, rel_tol=1e-9, abs_tol=1e-6), (row.path, row.delivered_s, c)

@@ -79,7 +79,7 @@ class Serve:
     def _backend(self) -> Backend:
         rig, loop = self.rig, self.loop
         if rig.kind == "demo":
-            return DemoCluster(self.store, rig.scenario, loop.build_truth_job)
+            return DemoCluster(self.store, rig.scenario, loop.resolve_submission)
         assert rig.fake is not None
         with self.store.read() as tx:
             cur = portfolio.current_policy(tx)
@@ -233,9 +233,11 @@ class ServiceRig:
             assert verdict.ok, verdict.reason
         clean = rebuild(store)  # the ledger equals a clean replay of the journal
         assert clean.t == e.t
-        assert np.array_equal(clean.ledger.sums, e.ledger.sums)
+        assert np.array_equal(clean.state.ledger.sums, e.state.ledger.sums)
         assert np.array_equal(clean.unallocated.ledger.sums, e.unallocated.ledger.sums)
-        assert set(clean.pending.jobs) == set(e.pending.jobs) and set(clean.running) == set(e.running)
+        assert set(clean.state.pending.jobs) == set(e.state.pending.jobs) and set(clean.state.running) == set(
+            e.state.running
+        )
         assert {k: v.state for k, v in clean.info.items()} == {k: v.state for k, v in e.info.items()}
         if self.kind == "demo":
             check_invariants(
@@ -247,7 +249,7 @@ class ServiceRig:
             r = self.reader.loop
             r.catch_up()  # a follower reads the journal every second
             assert r.engine is not None and r.engine.t == e.t
-            assert np.array_equal(r.engine.ledger.sums, e.ledger.sums)
+            assert np.array_equal(r.engine.state.ledger.sums, e.state.ledger.sums)
         assert max(self.starts) < START_S, self.starts
 
     def _check_slurm(self, store: Store) -> None:
@@ -278,7 +280,7 @@ class ServiceRig:
         charged = [0.0] * len(ledger.tree)
         for iv in usage:
             if iv.leaf in leaf_of:
-                for anc in e.tree.leaf_ancestors[leaf_of[iv.leaf]]:
+                for anc in e.state.tree.leaf_ancestors[leaf_of[iv.leaf]]:
                     charged[anc] += iv.charged(-math.inf, e.t)
         for row, c in zip(ledger.tree, charged, strict=True):
             assert math.isclose(row.delivered_s, c, rel_tol=1e-9, abs_tol=1e-6), (

@@ -120,7 +120,7 @@ def test_a_restart_from_a_checkpoint_and_the_tail_equals_a_full_replay(db_url: s
         assert again.last_seq == last and again.replayed == last - again.ckpt.restored.seq
         assert again.replayed < last / 4
         e = again.engine
-        assert e is not None and e.journal is again.buf
+        assert e is not None and e.state.journal is again.buf
         full = rebuild(store)
         assert_same(e, full)
         assert_same(e, live)
@@ -140,7 +140,7 @@ def test_a_follower_starts_from_the_checkpoint(tmp_path: object) -> None:
         writer = make_loop(store, scenario, c, checkpoint_events=200)
         run(writer, c, 8 * 3600)
         reader = SchedulerLoop(
-            store2, lambda: DemoCluster(store2, scenario, reader.build_truth_job), c, LoopOptions(speed=0)
+            store2, lambda: DemoCluster(store2, scenario, reader.resolve_submission), c, LoopOptions(speed=0)
         )
         assert not reader.take_lock()
         assert reader.catch_up()
@@ -238,7 +238,7 @@ def test_the_wall_clock_rule_and_pruning(tmp_path: object) -> None:
                            checkpoint_keep=2)  # fmt: skip
         loop = SchedulerLoop(
             store,
-            lambda: DemoCluster(store, scenario, holder[0].build_truth_job),
+            lambda: DemoCluster(store, scenario, holder[0].resolve_submission),
             clock,
             opts,
             wall=lambda: wall[0],

@@ -117,7 +117,7 @@ def test_serve_killed_at_random_points_loses_nothing(tmp_path: Path) -> None:
         holder: list[SchedulerLoop] = []
         loop = SchedulerLoop(
             store,
-            lambda: DemoCluster(store, scenario, holder[0].build_truth_job),
+            lambda: DemoCluster(store, scenario, holder[0].resolve_submission),
             clock,
             LoopOptions(speed=0),
         )
@@ -125,7 +125,9 @@ def test_serve_killed_at_random_points_loses_nothing(tmp_path: Path) -> None:
         assert loop.take_lock()
         loop.become_writer()
         assert loop.ckpt.restored is not None  # from the newest checkpoint: equal to the full replay
-        assert np.array_equal(loop.engine.ledger.sums, engine.ledger.sums) if loop.engine else False
+        assert (
+            np.array_equal(loop.engine.state.ledger.sums, engine.state.ledger.sums) if loop.engine else False
+        )
         loop.cycle()
         assert loop.engine is not None
         counts = check_invariants(store, loop.engine)

@@ -23,7 +23,7 @@ def _warm(folder: Path, how: WarmUp) -> tuple[float, int, list[str]]:
         try:
             at = warm_up(loop, clock, EPOCH, how)
             assert loop.engine is not None
-            waiting = sorted(loop.engine.pending.jobs)
+            waiting = sorted(loop.engine.state.pending.jobs)
             loop.publish(force=True)
             view_waiting = [r.id for r in loop.view.jobs.values() if r.state == "pending"]
             return at, len(waiting), sorted(view_waiting)

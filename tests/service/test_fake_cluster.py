@@ -25,7 +25,7 @@ def test_observations_reported_again_are_applied_once(
         tick(loop, clock, 60)
     e = loop.engine
     assert e is not None
-    assert set(e.running) == {"j0", "j1"} and set(e.pending.jobs) == {"j2"}
+    assert set(e.state.running) == {"j0", "j1"} and set(e.state.pending.jobs) == {"j2"}
     assert fake.acted[0][2] == ("j0", "j1") and fake.acted[0][3][:2] == ("j0", "j1")
     with store.read() as tx:
         kinds = [ev.kind for ev in journal.events(tx)]
@@ -33,7 +33,7 @@ def test_observations_reported_again_are_applied_once(
     fake.push(Finished(clock.t + 30, "j0"))
     tick(loop, clock, 60)
     tick(loop, clock, 60)
-    assert "j0" not in e.running and "j2" in e.running
+    assert "j0" not in e.state.running and "j2" in e.state.running
     with store.read() as tx:
         runs = journal.usage_of(tx, "j0")
     assert len(runs) == 1 and runs[0].t_to == clock.t - 90
@@ -47,12 +47,12 @@ def test_a_late_observation_is_applied_at_the_loops_instant(
     tick(loop, clock, 60)
     tick(loop, clock, 600)
     e = loop.engine
-    assert e is not None and "j0" in e.running
+    assert e is not None and "j0" in e.state.running
     fake.push(Finished(T0 + 100, "j0"), Hung(T0 + 50, "nobody"))  # reported late: it ended long ago
     last = e.t
     tick(loop, clock, 60)
     # the engine cannot go back: the finish counts from the earliest instant it still can (its last)
-    assert "j0" not in e.running and e.info["j0"].ended == last < clock.t
+    assert "j0" not in e.state.running and e.info["j0"].ended == last < clock.t
     with store.read() as tx:
         assert journal.usage_of(tx, "j0")[0].t_to == last
 
@@ -65,11 +65,11 @@ def test_a_refused_start_is_audited_and_decided_again(
     fake.push(Submitted(T0 + 10, "j0", SPEC))
     tick(loop, clock, 60)
     e = loop.engine
-    assert e is not None and "j0" in e.pending.jobs
+    assert e is not None and "j0" in e.state.pending.jobs
     fake.refuse.clear()
     fake.push(Submitted(clock.t + 1, "j1", SPEC))  # an event, so a pass runs
     tick(loop, clock, 60)
-    assert "j0" in e.running
+    assert "j0" in e.state.running
     with store.read() as tx:
         kinds = [r.decision for r in audit.query(tx, job="j0", limit=None)]
     assert kinds == ["start", "start_failed", "start"]
@@ -84,6 +84,6 @@ def test_a_late_observation_reported_again_much_later_is_not_applied_twice(
     for _ in range(5):
         tick(loop, clock, 60)
     e = loop.engine
-    assert e is not None and 1 in e.fleet.draining
+    assert e is not None and 1 in e.state.fleet.draining
     with store.read() as tx:
         assert [ev.kind for ev in journal.events(tx)].count("drain") == 1

@@ -66,7 +66,7 @@ def test_a_restart_after_an_api_submission_starts_and_keeps_the_job(db_url: str,
         assert e.info["api-1"].state == "done"
         check_invariants(store, e)
         clean = rebuild(store)
-        assert np.array_equal(clean.ledger.sums, e.ledger.sums)
+        assert np.array_equal(clean.state.ledger.sums, e.state.ledger.sums)
         again._reset()
 
 

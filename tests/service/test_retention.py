@@ -38,7 +38,7 @@ def _ended_jobs(loop: SchedulerLoop, fake: FakeCluster, clock: Clock) -> None:
     tick(loop, clock, 60)
     e = loop.engine
     assert e is not None and e.info["j0"].state == "done" and "bad" in e.rejected
-    assert set(e.running) == {"j1", "j2"}
+    assert set(e.state.running) == {"j1", "j2"}
 
 
 def _submits(store: Store) -> int:
@@ -60,7 +60,7 @@ def test_records_pruned_after_the_retention_period(
     tick(loop, clock, T0 + 100 + after - clock.t)
     assert ("j0" in e.info) is kept and ("bad" in e.rejected) is kept
     assert {"j1", "j2"} <= set(e.info)  # running: kept whatever their age
-    assert "j0" not in e.states  # the engine dropped its state when it finished
+    assert "j0" not in e.state.states  # the engine dropped its state when it finished
     # a rebuild from the journal, and a checkpoint's restore, equal the live engine
     assert_same(rebuild(store), e)
     restored = pickle.loads(pickle.dumps(e))
@@ -83,7 +83,7 @@ def test_a_pruned_jobs_submission_reported_again_is_not_submitted(
     fake.push(Submitted(t, "j0", SPEC), Submitted(t, "bad", {**SPEC, "group": "nope"}))
     tick(loop, clock, 60)
     tick(loop, clock, 60)
-    assert "j0" not in e.info and "j0" not in e.pending.jobs and "bad" not in e.rejected
+    assert "j0" not in e.info and "j0" not in e.state.pending.jobs and "bad" not in e.rejected
     assert _submits(store) == before
     fake.push(Submitted(clock.t + 10, "j9", SPEC))  # a new job still is
     tick(loop, clock, 60)

@@ -25,20 +25,20 @@ def test_submissions_starts_and_finishes_become_engine_events_with_usage(db: str
         b = r.fake.submit("research", 8, comment=PROTECT)
         r.tick(schedule=False)
         e = r.loop.engine
-        assert e is not None and set(e.pending.jobs) == {str(a), str(b)}
+        assert e is not None and set(e.state.pending.jobs) == {str(a), str(b)}
         # the order reached Slurm as priorities in the band
         prios = {j.job_id: j.priority for j in r.fake.read_jobs()}
         assert all(p >= 1_000_000 for p in prios.values())
         order = [int(j) for j in r.loop.order]
         assert sorted(prios, key=lambda j: -prios[j]) == order
         r.tick()  # Slurm starts both
-        assert set(e.running) == {str(a), str(b)}
+        assert set(e.state.running) == {str(a), str(b)}
         start = r.fake.read_runs(0, r.clock.t)[0].start
-        assert e.running[str(a)].t0 == start + 0 or e.running[str(a)].t0 >= start
+        assert e.state.running[str(a)].t0 == start + 0 or e.state.running[str(a)].t0 >= start
         r.clock.advance(100)
         r.fake.finish(a)
         r.tick()
-        assert str(a) not in e.running and e.info[str(a)].state == "done"
+        assert str(a) not in e.state.running and e.info[str(a)].state == "done"
         runs = [iv for iv in r.usage() if iv.job == str(a)]
         assert len(runs) == 1 and runs[0].t_to == r.clock.t - 15 and runs[0].charge_rate == 8.0
         # the same reads again change nothing
@@ -86,7 +86,7 @@ def test_held_jobs_wait_outside_the_engine_until_released(db: str) -> None:
         assert e is not None and str(j) not in e.info
         r.fake.release(j)
         r.tick(schedule=False)
-        assert str(j) in e.pending.jobs
+        assert str(j) in e.state.pending.jobs
 
 
 def test_a_requeue_waits_for_protection_and_lets_the_chosen_job_start(db: str) -> None:
@@ -95,13 +95,13 @@ def test_a_requeue_waits_for_protection_and_lets_the_chosen_job_start(db: str) -
         r.tick(schedule=False)
         r.tick()  # research fills the 32 GPUs
         e = r.loop.engine
-        assert e is not None and len(e.running) == 4
+        assert e is not None and len(e.state.running) == 4
         r.clock.advance(30)
         waiting = r.fake.submit("product", 8, comment=PROTECT)
         for _ in range(8):  # 2 minutes: every run is still protected
             r.tick()
         assert not [w for w in r.fake.writes if w[0] == "requeue"]
-        assert str(waiting) in e.pending.jobs
+        assert str(waiting) in e.state.pending.jobs
         for _ in range(20):  # 5 more minutes
             r.tick()
         requeues = [w for w in r.fake.writes if w[0] == "requeue"]
@@ -111,7 +111,7 @@ def test_a_requeue_waits_for_protection_and_lets_the_chosen_job_start(db: str) -
         # the requeue happened after the victim's protected window
         run = next(x for x in r.fake.read_runs(0, r.clock.t) if x.job_id == victim and x.state == "REQUEUED")
         assert run.end is not None and run.end - run.start >= 300
-        assert str(waiting) in e.running  # Slurm started the chosen job on the freed GPUs
+        assert str(waiting) in e.state.running  # Slurm started the chosen job on the freed GPUs
         kinds = r.kinds(str(victim))
         assert "preempt" in kinds and "requeue" in kinds
         assert e.info[str(victim)].preemptions == 1
@@ -135,7 +135,7 @@ def test_dry_run_changes_nothing_in_slurm_and_audits_what_it_would_do(db: str) -
         rq = r.records("requeue")
         assert rq and all(x.evidence["dry_run"] for x in rq)
         e = r.loop.engine
-        assert e is not None and len(e.running) == 4
+        assert e is not None and len(e.state.running) == 4
 
 
 def test_a_placement_other_than_the_cores_is_recorded(db: str) -> None:

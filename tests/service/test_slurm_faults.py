@@ -119,7 +119,7 @@ def test_a_requeue_failing_is_audited_and_the_next_pass_tries_again(db: str) -> 
         for _ in range(6):
             r.tick()
         e = r.loop.engine
-        assert e is not None and str(5) in e.running
+        assert e is not None and str(5) in e.state.running
         check_usage(r)
 
 
@@ -138,7 +138,7 @@ def test_a_victim_vanishing_between_read_and_requeue(db: str) -> None:
             r.tick()
         e = r.loop.engine
         assert e is not None
-        assert str(5) in e.running  # the freed GPUs went to the waiting job
+        assert str(5) in e.state.running  # the freed GPUs went to the waiting job
         (requeue,) = r.records("requeue")
         assert requeue.evidence["result"] == "vanished"
         assert "preempt_failed" in r.kinds(requeue.job)
@@ -183,7 +183,7 @@ def check_ledger(r: Rig) -> None:
     leaf_of = {row.path: i for i, row in enumerate(ledger.tree)}
     charged = [0.0] * len(ledger.tree)
     for iv in r.usage():
-        for anc in e.tree.leaf_ancestors[leaf_of[iv.leaf]]:
+        for anc in e.state.tree.leaf_ancestors[leaf_of[iv.leaf]]:
             charged[anc] += iv.charged(-math.inf, e.t)
     for row, c in zip(ledger.tree, charged, strict=True):
         assert math.isclose(row.delivered_s, c, rel_tol=1e-9, abs_tol=1e-6), (row.path, row.delivered_s, c)

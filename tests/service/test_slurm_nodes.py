@@ -39,7 +39,7 @@ def _full(r: Rig) -> tuple[list[int], int]:
     waiting = r.fake.submit("platform", 8)
     r.tick()
     e = _engine(r)
-    assert len(e.running) == 4 and str(waiting) in e.pending.jobs
+    assert len(e.state.running) == 4 and str(waiting) in e.state.pending.jobs
     return jobs, waiting
 
 
@@ -52,12 +52,12 @@ def test_a_node_added_mid_run_takes_the_waiting_job(db: str) -> None:
     with rig(db) as r:
         _, waiting = _full(r)
         e = _engine(r)
-        assert e.fleet.capacity == 32.0
+        assert e.state.fleet.capacity == 32.0
         r.fake.add_node("n5")
         r.tick()  # Slurm starts the waiting job on n5 before the loop first sees n5: one cycle
-        assert [n.name for n in e.nodes] == ["n1", "n2", "n3", "n4", "n5"]
-        assert e.running[str(waiting)].alloc == ((4, 8),)
-        assert e.fleet.capacity == 40.0 and not e.pending.jobs
+        assert [n.name for n in e.state.nodes] == ["n1", "n2", "n3", "n4", "n5"]
+        assert e.state.running[str(waiting)].alloc == ((4, 8),)
+        assert e.state.fleet.capacity == 40.0 and not e.state.pending.jobs
         (added,) = r.records("node_added")
         assert added.evidence == {"node": "n5", "index": 4, "gpus": 8, "gpu_type": "A100"}
         assert _journal_kinds(r).count("set_nodes") == 1
@@ -70,24 +70,24 @@ def test_a_node_removed_leaves_service_and_its_run_is_not_preempted(db: str) -> 
     with rig(db) as r:
         _, waiting = _full(r)
         e = _engine(r)
-        (on_n4,) = [j for j, v in e.running.items() if v.alloc[0][0] == 3]
+        (on_n4,) = [j for j, v in e.state.running.items() if v.alloc[0][0] == 3]
         r.fake.remove_node("n4")
         r.tick()
         (removed,) = r.records("node_removed")
         assert removed.evidence == {"node": "n4", "index": 3, "running": [on_n4]}
-        assert e.fleet.retired == {3} and not e.fleet.draining and on_n4 in e.running
+        assert e.state.fleet.retired == {3} and not e.state.fleet.draining and on_n4 in e.state.running
         assert not [w for w in r.fake.writes if w[0] == "requeue"]
-        assert e.fleet.capacity == 32.0  # its run still counts until it ends
+        assert e.state.fleet.capacity == 32.0  # its run still counts until it ends
         r.fake.finish(int(on_n4))
         r.tick()
-        assert on_n4 not in e.running and e.fleet.capacity == 24.0
-        assert str(waiting) in e.pending.jobs  # nowhere to go: n4 is gone
+        assert on_n4 not in e.state.running and e.state.fleet.capacity == 24.0
+        assert str(waiting) in e.state.pending.jobs  # nowhere to go: n4 is gone
         # it comes back: at its old index, and the waiting job lands there
         r.fake.add_node("n4")
         r.tick(schedule=False)
         r.tick()
-        assert e.fleet.retired == set() and len(e.nodes) == 4
-        assert e.running[str(waiting)].alloc == ((3, 8),)
+        assert e.state.fleet.retired == set() and len(e.state.nodes) == 4
+        assert e.state.running[str(waiting)].alloc == ((3, 8),)
         assert [x.evidence["node"] for x in r.records("node_returned")] == ["n4"]
 
 
@@ -98,7 +98,7 @@ def test_a_node_of_an_unrated_gpu_type_is_left_out_and_noted_once(db: str) -> No
         r.tick()
         r.tick()
         e = _engine(r)
-        assert [n.name for n in e.nodes] == ["n1", "n2", "n3", "n4"]
+        assert [n.name for n in e.state.nodes] == ["n1", "n2", "n3", "n4"]
         (note,) = r.records("node_refused")
         assert note.evidence["node"] == "h1" and "no rate" in note.evidence["reason"]
         assert "set_nodes" not in _journal_kinds(r)
@@ -110,7 +110,7 @@ def test_a_drained_node_stays_drained_not_removed(db: str) -> None:
         r.fake.drain("n2")
         r.tick()
         e = _engine(r)
-        assert set(e.fleet.draining) == {1} and not e.fleet.retired
+        assert set(e.state.fleet.draining) == {1} and not e.state.fleet.retired
         assert "set_nodes" not in _journal_kinds(r)
 
 
@@ -121,8 +121,8 @@ def test_a_new_node_that_is_drained_comes_in_drained(db: str) -> None:
         r.fake.drain("n5")
         r.tick()
         e = _engine(r)
-        assert len(e.nodes) == 5 and set(e.fleet.draining) == {4}
-        assert e.fleet.capacity == 32.0
+        assert len(e.state.nodes) == 5 and set(e.state.fleet.draining) == {4}
+        assert e.state.fleet.capacity == 32.0
 
 
 def test_the_same_node_change_ingested_twice_changes_nothing(db: str) -> None:
@@ -134,12 +134,12 @@ def test_the_same_node_change_ingested_twice_changes_nothing(db: str) -> None:
         e = _engine(r)
         (change,) = [o for o in backend.observe(r.loop.since, r.clock.t) if isinstance(o, NodesChanged)]
         r.tick()
-        assert len(e.nodes) == 5
+        assert len(e.state.nodes) == 5
         kinds = _journal_kinds(r)
         audits, usage = [], []  # type: ignore[var-annotated]
         buf = len(r.loop.buf)
         r.loop._ingest(change, usage, audits)  # the loop skips a journaled key; the engine too
-        assert audits == [] and len(r.loop.buf) == buf and len(e.nodes) == 5
+        assert audits == [] and len(r.loop.buf) == buf and len(e.state.nodes) == 5
         assert not [o for o in backend.observe(r.loop.since, r.clock.t) if isinstance(o, NodesChanged)]
         r.tick()
         assert _journal_kinds(r)[: len(kinds)] == kinds and "set_nodes" not in _journal_kinds(r)[len(kinds) :]
@@ -153,15 +153,17 @@ def test_a_restart_rebuilds_the_engine_with_its_node_changes(db: str) -> None:
         r.fake.remove_node("n2")
         r.tick()
         live = _engine(r)
-        assert len(live.nodes) == 5 and live.fleet.retired == {1}
+        assert len(live.state.nodes) == 5 and live.state.fleet.retired == {1}
         again = _engine_after_restart(r)
         assert again is not live
-        assert again.nodes == live.nodes and again.fleet.retired == live.fleet.retired
-        assert again.fleet.capacity == live.fleet.capacity
-        assert _canonical(copy.deepcopy(again).snapshot()) == _canonical(copy.deepcopy(live).snapshot())
+        assert again.state.nodes == live.state.nodes and again.state.fleet.retired == live.state.fleet.retired
+        assert again.state.fleet.capacity == live.state.fleet.capacity
+        assert _canonical(copy.deepcopy(again).state.snapshot()) == _canonical(
+            copy.deepcopy(live).state.snapshot()
+        )
         # and the restarted loop sees no change to make: sinfo still matches
         r.tick()
-        assert _journal_kinds(r).count("set_nodes") == 2 and str(waiting) in again.running
+        assert _journal_kinds(r).count("set_nodes") == 2 and str(waiting) in again.state.running
 
 
 def _engine_after_restart(r: Rig) -> LiveEngine:
@@ -175,7 +177,7 @@ def test_a_node_change_the_engine_refuses_is_audited_and_changes_nothing(db: str
         r.tick()
         e = _engine(r)
         buf = len(r.loop.buf)
-        odd = dataclasses.replace(e.nodes[0], name="v1", gpu_type="V100")
-        ((kind, evidence),) = e.change_nodes((*e.nodes, odd))
+        odd = dataclasses.replace(e.state.nodes[0], name="v1", gpu_type="V100")
+        ((kind, evidence),) = e.change_nodes((*e.state.nodes, odd))
         assert kind == "nodes_refused" and "'V100' has no rate" in evidence["reason"]
-        assert len(e.nodes) == 4 and len(r.loop.buf) == buf
+        assert len(e.state.nodes) == 4 and len(r.loop.buf) == buf

@@ -30,7 +30,7 @@ def _fill_and_wait(r: Rig) -> tuple[list[int], int]:
     waiting = r.fake.submit("platform", 8)
     r.tick()
     e = r.loop.engine
-    assert e is not None and len(e.running) == 4 and str(waiting) in e.pending.jobs
+    assert e is not None and len(e.state.running) == 4 and str(waiting) in e.state.pending.jobs
     return jobs, waiting
 
 
@@ -46,7 +46,7 @@ def test_a_job_cancelled_by_a_policy_change_is_held_in_slurm_and_never_started(d
         jobs, waiting = _fill_and_wait(r)
         _change_policy(r)
         e = r.loop.engine
-        assert e is not None and str(waiting) not in e.pending.jobs
+        assert e is not None and str(waiting) not in e.state.pending.jobs
         (cancelled,) = r.records("policy_cancelled")
         assert cancelled.job == str(waiting)
         assert ("hold", waiting) in [w[:2] for w in r.fake.writes]
@@ -58,7 +58,7 @@ def test_a_job_cancelled_by_a_policy_change_is_held_in_slurm_and_never_started(d
         for _ in range(3):
             r.tick()
         assert r.fake.jobs[waiting].job.state == "PENDING"
-        assert str(waiting) not in e.running
+        assert str(waiting) not in e.state.running
         assert len(r.records("slurm_hold")) == 1  # audited once
         assert not [iv for iv in r.usage() if iv.job == str(waiting)]
 
@@ -83,7 +83,7 @@ def test_a_cancelled_job_released_by_an_admin_runs_noted_and_uncharged(db: str) 
         r.tick()
         assert r.fake.jobs[waiting].job.state == "RUNNING"
         e = r.loop.engine
-        assert e is not None and str(waiting) not in e.running
+        assert e is not None and str(waiting) not in e.state.running
         (noted,) = r.records("slurm_unmanaged_run")
         assert noted.job == str(waiting) and noted.evidence["reason"] == "leaf_removed"
         assert not [iv for iv in r.usage() if iv.job == str(waiting)]

@@ -30,7 +30,7 @@ def test_a_slurm_job_that_stops_reporting_is_requeued_no_progress_for_a_waiting_
         r.tick(schedule=False)
         r.tick()
         e = r.loop.engine
-        assert e is not None and len(e.running) == 4
+        assert e is not None and len(e.state.running) == 4
         waiting = r.fake.submit("research", 8, comment=PROTECT)  # same group: no fair-share victim
         hung, steady = jobs[0], jobs[1:]
         step = 0
@@ -41,7 +41,7 @@ def test_a_slurm_job_that_stops_reporting_is_requeued_no_progress_for_a_waiting_
             if i < 40:
                 _report(r, hung, "progress", step)
             r.tick(CYCLE)
-            if str(waiting) in e.running:
+            if str(waiting) in e.state.running:
                 break
         flagged = r.records("no_progress")
         assert [f.job for f in flagged] == [str(hung)]
@@ -50,8 +50,8 @@ def test_a_slurm_job_that_stops_reporting_is_requeued_no_progress_for_a_waiting_
         assert preempt.evidence["reason"] == "no_progress"
         assert preempt.t - flagged[0].evidence["last_progress_t"] <= 1800.0 + CYCLE
         assert ("requeue", hung) in [(w[0], w[1]) for w in r.fake.writes]
-        assert str(waiting) in e.running  # the freed GPUs went to the waiting job
-        assert all(str(j) in e.running for j in steady)
+        assert str(waiting) in e.state.running  # the freed GPUs went to the waiting job
+        assert all(str(j) in e.state.running for j in steady)
 
 
 def test_a_requeue_past_protection_loses_the_time_since_the_reported_checkpoint(db: str) -> None:
@@ -60,7 +60,7 @@ def test_a_requeue_past_protection_loses_the_time_since_the_reported_checkpoint(
         r.tick(schedule=False)
         r.tick()
         e = r.loop.engine
-        assert e is not None and len(e.running) == 4
+        assert e is not None and len(e.state.running) == 4
         # each run checkpoints once; the last one's checkpoint is the freshest
         for k, j in enumerate(research):
             _report(r, j, "progress", 100)
@@ -69,13 +69,13 @@ def test_a_requeue_past_protection_loses_the_time_since_the_reported_checkpoint(
             r.tick(CYCLE)
         ckpt_t: dict[str, float] = {}
         for j in research:
-            at = e.running[str(j)].ckpt_at
+            at = e.state.running[str(j)].ckpt_at
             assert at is not None  # taken at the cycle after the job wrote it (within CYCLE)
             ckpt_t[str(j)] = at
         waiting = r.fake.submit("product", 8, comment=PROTECT)
         for _ in range(40):
             r.tick(CYCLE)
-            if str(waiting) in e.running:
+            if str(waiting) in e.state.running:
                 break
         (preempt,) = [p for p in r.records("preempt") if p.job in ckpt_t]
         victim = preempt.job
@@ -87,13 +87,13 @@ def test_a_requeue_past_protection_loses_the_time_since_the_reported_checkpoint(
         r.fake.finish(research[0])
         for _ in range(40):
             r.tick(CYCLE)
-            if victim in e.running:
+            if victim in e.state.running:
                 break
-        assert victim in e.running
+        assert victim in e.state.running
         _report(r, int(victim), "resumed", 103)
         r.tick(CYCLE)
         _report(r, int(victim), "progress", 110)
         r.tick(CYCLE)
-        rec = e.recovery_json()["train"]
+        rec = e.state.recovery_json()["train"]
         assert (rec["restarts"], rec["resumed"], rec["steps_lost"]) == (1, 1, 0)
         assert rec["restart_to_first_progress_s"] is not None

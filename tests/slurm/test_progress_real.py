@@ -119,7 +119,9 @@ def test_jobs_report_through_the_cli_and_a_silent_one_is_requeued_no_progress(
         e = loop.engine
         assert e is not None
         steady = [str(j) for j in jobs[1:]]
-        assert all(e.run_reports(j) is not None for j in steady)  # the others kept reporting through the CLI
+        assert all(
+            e.state.run_reports(j) is not None for j in steady
+        )  # the others kept reporting through the CLI
         _cycle_until(loop, "the waiting job to start", lambda: waiting in running(real))
         assert not [r for r in records(loop, "no_progress") if r.job in steady]
 
@@ -164,8 +166,10 @@ def test_a_requeue_past_protection_loses_the_time_since_the_last_checkpoint_and_
         e = loop.engine
         assert e is not None
         _cycle_until(
-            loop, "the restart's resumed report", lambda: e.recovery_json().get("train", {}).get("resumed")
+            loop,
+            "the restart's resumed report",
+            lambda: e.state.recovery_json().get("train", {}).get("resumed"),
         )
-        rec = e.recovery_json()["train"]
+        rec = e.state.recovery_json()["train"]
         assert (rec["restarts"], rec["resumed"], rec["not_borne_out"]) == (1, 1, False)
         assert [r.job for r in records(loop, "resumed")] == [victim]

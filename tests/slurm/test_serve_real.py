@@ -128,7 +128,7 @@ def test_a_requeue_comes_only_after_protection_and_starts_the_waiting_job(
         )
         assert start - rq.t < 15  # the waiting job took the freed GPUs
         e = loop.engine
-        assert e is not None and str(product) in e.running and str(victim) in e.pending.jobs
+        assert e is not None and str(product) in e.state.running and str(victim) in e.state.pending.jobs
 
 
 def test_a_job_a_policy_change_cancels_is_held_in_slurm(real: RealHarness, tmp_path: Path) -> None:

@@ -29,9 +29,11 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Protocol
 
 from .contract import overhead_of
+from .fairness import PassPriorities
 from .model import JobRequest
 from .placement import Alloc, Shape, Tentative, place
 from .snapshot import Hold, HoldReason, Snapshot, Start
+from .strategies import Strategy
 
 
 class BackfillPass(Protocol):
@@ -46,9 +48,9 @@ class BackfillPass(Protocol):
     backfilled: bool
 
     @property
-    def strategy(self) -> Any: ...
+    def strategy(self) -> Strategy: ...
     @property
-    def prio(self) -> Any: ...
+    def prio(self) -> PassPriorities: ...
     def start(self, job: JobRequest, alloc: Alloc, evidence: dict[str, Any]) -> None: ...
     def shape_of(self, job: JobRequest) -> Shape: ...
     def wait(self, job: JobRequest) -> float: ...

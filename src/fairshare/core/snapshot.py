@@ -183,3 +183,13 @@ class Decisions:
     order: tuple[str, ...] = ()
     why_pending: Mapping[str, HoldReason] = field(default_factory=dict)
     backfilled: bool = False  # the pass ran a backfill cycle (slurm-multifactor)
+
+
+def leaf_sort_key(job: JobRequest, st: JobState, leaf_order: str) -> SortKey:
+    """A job's place in its leaf's queues when keyed (knobs.leaf_order, fairshare only): (GPU-
+    seconds run so far, seq) for las; (estimate left, seq) for shortest."""
+    if st.requeue_boost:  # requeued and waiting half of requeue_within: first, by preemption
+        return (-1.0, st.pending_since, job.seq)
+    if leaf_order == "las":
+        return (st.attained, job.seq)
+    return (max(0.0, job.estimate - st.kept), job.seq)

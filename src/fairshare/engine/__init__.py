@@ -1,12 +1,11 @@
 """Engine state: the execution plane's bookkeeping every driver shares (DESIGN.md §4)."""
 
-from .actions import Actions, RatesListener
+from .actions import Actions
+from .changes import NodeChange, Reconfigured
 from .events import Event
-from .nodes import NodeChange
-from .reconfigure import Reconfigured
 from .serving import ServingState
 from .setup import EngineSetup
-from .state import EngineState
+from .state import EngineState, RatesListener
 
 __all__ = [
     "Actions",

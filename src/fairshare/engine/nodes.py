@@ -37,6 +37,9 @@ Derived state. Everything the node set feeds is rebuilt from the engine's own re
   depend on the nodes and are kept. Usage is integrated up to now first, at the old capacity.
 No change (the same nodes, the same service states): nothing happens and nothing is journaled.
 
+How: `plan_nodes` says what changes, `nodes_state` computes the new state from the state's public
+reads (a typed `NodesState`, fairshare.engine.changes) and `EngineState.adopt_nodes` takes it in.
+
 Deterministic: the result depends on the state and the nodes given only, so a journal with the
 `set_nodes` record rebuilds the same state (EngineState.rebuild).
 """
@@ -46,32 +49,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..core.model import Node
 from ..core.placement import FreeIndex
-from ..core.snapshot import PendingQueues
+from ..core.snapshot import PendingQueues, leaf_sort_key
+from .changes import NodeChange, NodesState
 from .demand import Demand
-from .events import Event
 from .fleet import Fleet
+from .state import EngineState
 
-if TYPE_CHECKING:
-    from .state import EngineState
-
-
-@dataclass(frozen=True)
-class NodeChange:
-    """What a node change does, by index: nodes new to the engine (a changed node's new index
-    too), nodes out of service from now, nodes back in service. `nodes`: the engine's nodes after."""
-
-    nodes: tuple[Node, ...]
-    added: tuple[int, ...] = ()
-    removed: tuple[int, ...] = ()
-    returned: tuple[int, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.added or self.removed or self.returned)
+__all__ = ["NodeChange", "nodes_state", "plan_nodes"]
 
 
 def plan_nodes(
@@ -111,15 +98,9 @@ def plan_nodes(
     return NodeChange(tuple(nodes), tuple(added), tuple(sorted(removed)), tuple(sorted(returned)))
 
 
-def set_nodes(e: EngineState, cluster: Sequence[Node]) -> NodeChange:
-    """Apply the cluster's nodes `cluster` to `e` from its instant (the rules: the module's docstring)."""
-    cluster = tuple(cluster)
-    change = plan_nodes(e.nodes, e.fleet.retired, cluster, e.rates)
-    if not change:
-        return change
-    if e.journal is not None:
-        e.journal.append(Event("set_nodes", (cluster,)))
-    e._flush()  # usage up to now at the old capacity
+def nodes_state(e: EngineState, change: NodeChange) -> NodesState:
+    """The state `change` (plan_nodes) gives `e` from its instant (the module's rules), from the
+    state's public reads; `e` is not changed (EngineState.adopt_nodes takes the result in)."""
     old, nodes = e.fleet, change.nodes
     index = FreeIndex(nodes)
     fleet = Fleet(index, [e.rates.get(n.gpu_type, 1.0) for n in nodes])
@@ -134,22 +115,17 @@ def set_nodes(e: EngineState, cluster: Sequence[Node]) -> NodeChange:
     for i in sorted(out):
         fleet.retire(i)
     new_types = index.types != old.index.types
-    e.nodes, e.fleet = nodes, fleet
-    e.setup = dataclasses.replace(e.setup, nodes=nodes)
-    e.demand = Demand(e.tree, index, nodes, e.rates)
-    jobs = list(e.pending.jobs.values())
-    e.pending = PendingQueues()
-    for was in jobs:
+    demand = Demand(e.tree, index, nodes, e.rates)
+    pending = PendingQueues()
+    for was in e.pending.jobs.values():
         job = was
         if new_types:
-            job = dataclasses.replace(was, charge=min(c for _, c in e.demand.type_charges(was)))
-        e.pending.add(job, index, e._sort_key(job) if e.keyed else None)
-        e.demand.add_pending(job)
+            job = dataclasses.replace(was, charge=min(c for _, c in demand.type_charges(was)))
+        pending.add(job, index, leaf_sort_key(job, e.states[job.id], e.knobs.leaf_order) if e.keyed else None)
+        demand.add_pending(job)
     for job_id, view in e.running.items():
         if job_id in e.detached:
-            e.demand.add_direct(e.detached[job_id], view.charge)
+            demand.add_direct(e.detached[job_id], view.charge)
         else:
-            e.demand.add_run(view.job.leaf, index.node_type[view.alloc[0][0]], view.charge)
-    e._owed_key = None
-    e.dirty = e.need_pass = True
-    return change
+            demand.add_run(view.job.leaf, index.node_type[view.alloc[0][0]], view.charge)
+    return NodesState(change, fleet, demand, pending)

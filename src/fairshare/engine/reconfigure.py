@@ -36,6 +36,10 @@ Knobs. Everything derived from them is rebuilt: the fast lane's classes and queu
   (requeue, backoff grid, gang reservation waits) keep their instants: each only asks for a pass.
 Exceptions: those of the new setup (placed on its tree) are in force from now.
 
+How: `plan_policy` computes the new state from the state's public reads (a typed `PolicyState`,
+fairshare.engine.changes) and `EngineState.adopt_policy` takes it in; nothing here assigns the
+state's members.
+
 Deterministic: the result depends on the state and the setup only, so a journal with the
 `reconfigure` record rebuilds the same state (EngineState.rebuild).
 """
@@ -45,105 +49,121 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..core.model import JobRequest
-from ..core.snapshot import PendingQueues, RunView
+from ..core.snapshot import PendingQueues, RunView, leaf_sort_key
 from ..core.strategies import STRATEGIES, get_strategy
+from .changes import PolicyState, Reconfigured
 from .demand import Demand
 from .ledger import DecayLedger, Ledger
 from .owed import effective_shares
 from .setup import EngineSetup
-
-if TYPE_CHECKING:
-    from .state import EngineState
+from .state import EngineState
 
 LEAF_REMOVED = "leaf_removed"
 CLASS_REMOVED = "class_removed"
 
-
-@dataclass(frozen=True)
-class Reconfigured:
-    """What a reconfigure did to jobs, for the driver to carry out and audit: the pending jobs
-    cancelled, (job, reason); the running jobs whose leaf is gone, (job, path charged or None)."""
-
-    rejected: tuple[tuple[str, str], ...] = ()
-    detached: tuple[tuple[str, str | None], ...] = ()
+__all__ = ["CLASS_REMOVED", "LEAF_REMOVED", "Reconfigured", "plan_policy", "remap_ledger"]
 
 
-def reconfigure(e: EngineState, setup: EngineSetup) -> Reconfigured:
-    """Apply `setup` to `e` from its instant (the rules: the module's docstring)."""
+def plan_policy(e: EngineState, setup: EngineSetup) -> PolicyState:
+    """The state `setup` gives `e` from its instant (the rules: the module's docstring), from the
+    state's public reads; `e` is not changed (EngineState.adopt_policy takes the result in). The
+    state's rates must be integrated up to now first (its ledger is carried over as it is)."""
     if tuple(setup.nodes) != tuple(e.nodes):
         raise ValueError("a reconfigure keeps the cluster's nodes")
-    e._flush()  # the old rates integrated up to now, into the old tree's ledger
     old, new, t = e.tree, setup.tree, e.t
     where = new.index()
     remap = [where.get(p, -1) for p in old.paths]  # old node -> new node, -1: gone
     new_leaves = set(new.leaves)
-    rates_changed = dict(setup.gpu_rates) != e.rates
+    rates = dict(setup.gpu_rates)
+    rates_changed = rates != e.rates
     slack = setup.knobs.deadline_slack if setup.knobs.deadline_slack != e.knobs.deadline_slack else None
-
-    e.setup, e.tree, e.knobs, e.rates = setup, new, setup.knobs, dict(setup.gpu_rates)
-    if e.strategy.name in STRATEGIES:  # the preemption switch is a knob
-        e.strategy = get_strategy(e.strategy.name, setup.knobs.preemption)
-    s = e.strategy
-    e.fast = frozenset(setup.knobs.fast_classes) if s.fast_lane else frozenset()
-    e.backfills = s.slurm_scheduler
-    e.keyed = s.leaf_order and setup.knobs.leaf_order != "submit"
-    if rates_changed:
-        e.fleet.rerate([e.rates.get(n.gpu_type, 1.0) for n in e.nodes])
-    e.demand = Demand(new, e.fleet.index, e.nodes, e.rates)
+    strategy = e.strategy
+    if strategy.name in STRATEGIES:  # the preemption switch is a knob
+        strategy = get_strategy(strategy.name, setup.knobs.preemption)
+    demand = Demand(new, e.fleet.index, e.nodes, rates)
 
     def surviving(node: int) -> int:
         """The new id of the nearest of node and its ancestors (old ids) whose path survives."""
         return next((remap[a] for a in old.leaf_ancestors[node] if remap[a] >= 0), -1)
 
-    rejected = _pending(e, setup, remap, new_leaves, rates_changed, slack)
-    detached = _running(e, remap, new_leaves, rates_changed, surviving)
+    queues = _pending(
+        e, setup, strategy.fast_lane, strategy.leaf_order, demand, remap, new_leaves, rates_changed, slack
+    )
+    runs = _running(e, setup, rates, demand, remap, new_leaves, rates_changed, surviving)
 
     n = len(new.paths)
-    e.ledger = remap_ledger(e.ledger, remap, n, setup.window)
+    decay = None
     if e.decay is not None:
         decay = DecayLedger(n, setup.knobs.decay_half_life, setup.knobs.decay_period, e.decay.t)
         decay.usage, decay.accum = _columns(e.decay.usage, remap, n), _columns(e.decay.accum, remap, n)
-        e.decay = decay
     victims_at = [-math.inf] * n
     for i, j in enumerate(remap):
         if j >= 0:
             victims_at[j] = e.victims_at[i]
-    e.victims_at = victims_at
-    e.took_from = {
+    took_from = {
         (remap[a], remap[b]): when for (a, b), when in e.took_from.items() if remap[a] >= 0 and remap[b] >= 0
     }
-    e.shares = effective_shares(new, setup.exceptions, t)
-    for ex in setup.exceptions:
-        if ex.expires_t > t:
-            e._push(ex.expires_t, "expiry", None)
-    e._owed_key = None
-    e.owed_list, e.used_list = [0.0] * n, [0.0] * n
-    e.rate_rows = np.zeros((2, n))
-    e.dirty = e.need_pass = True
-    return Reconfigured(tuple(rejected), tuple(detached))
+    expiries = tuple((ex.expires_t, "expiry") for ex in setup.exceptions if ex.expires_t > t)
+    return PolicyState(
+        setup=setup,
+        strategy=strategy,
+        rates=rates,
+        node_rates=[rates.get(nd.gpu_type, 1.0) for nd in e.nodes] if rates_changed else None,
+        demand=demand,
+        pending=queues.pending,
+        fast_q=queues.fast_q,
+        deadline_q=queues.deadline_q,
+        deadline_entry=queues.deadline_entry,
+        running=runs.running,
+        by_leaf=runs.by_leaf,
+        detached=runs.detached,
+        ledger=remap_ledger(e.ledger, remap, n, setup.window),
+        decay=decay,
+        victims_at=victims_at,
+        took_from=took_from,
+        shares=effective_shares(new, setup.exceptions, t),
+        wakes=queues.wakes + expiries,
+        forget=tuple(job_id for job_id, _ in queues.rejected),
+        outcome=Reconfigured(queues.rejected, runs.out),
+    )
+
+
+@dataclasses.dataclass
+class _Queues:
+    pending: PendingQueues
+    fast_q: list[tuple[int, str]]
+    deadline_q: list[tuple[float, int, str]]
+    deadline_entry: dict[str, tuple[float, int, str]]
+    wakes: tuple[tuple[float, str], ...]
+    rejected: tuple[tuple[str, str], ...]
 
 
 def _pending(
     e: EngineState,
     setup: EngineSetup,
+    fast_lane: bool,
+    leaf_order: bool,
+    demand: Demand,
     remap: Sequence[int],
     leaves: set[int],
     rates_changed: bool,
     slack: float | None,
-) -> list[tuple[str, str]]:
+) -> _Queues:
     """Queues rebuilt on the new leaves with the new sort keys; the jobs that cannot stay, out.
     `slack`: the new deadline slack when it changed (deadline jobs wake at latest start - slack)."""
-    jobs = list(e.pending.jobs.values())
-    e.pending, e.fast_q = PendingQueues(), []
+    knobs = setup.knobs
+    fast = frozenset(knobs.fast_classes) if fast_lane else frozenset()
+    keyed = leaf_order and knobs.leaf_order != "submit"
+    pending, fast_q = PendingQueues(), list[tuple[int, str]]()
+    deadline_q, deadline_entry = list(e.deadline_q), dict(e.deadline_entry)
     rejected: list[tuple[str, str]] = []
-    for was in jobs:
+    wakes: list[tuple[float, str]] = []
+    for was in e.pending.jobs.values():
         leaf = remap[was.leaf]
         if leaf not in leaves:
             rejected.append((was.id, LEAF_REMOVED))
@@ -152,37 +172,48 @@ def _pending(
         else:
             job = _moved(was, leaf)
             if rates_changed:
-                job = dataclasses.replace(job, charge=min(c for _, c in e.demand.type_charges(job)))
-            e.pending.add(job, e.fleet.index, e._sort_key(job) if e.keyed else None)
-            e.demand.add_pending(job)
-            if job.cls in e.fast:
-                bisect.insort(e.fast_q, (job.seq, job.id))
-            entry = e.deadline_entry.get(job.id)
+                job = dataclasses.replace(job, charge=min(c for _, c in demand.type_charges(job)))
+            key = leaf_sort_key(job, e.states[job.id], knobs.leaf_order) if keyed else None
+            pending.add(job, e.fleet.index, key)
+            demand.add_pending(job)
+            if job.cls in fast:
+                bisect.insort(fast_q, (job.seq, job.id))
+            entry = deadline_entry.get(job.id)
             if slack is not None and entry is not None and entry[0] - slack > e.t:
-                e._push(entry[0] - slack, "wake", None)
+                wakes.append((entry[0] - slack, "wake"))
             continue
-        entry = e.deadline_entry.pop(was.id, None)
+        entry = deadline_entry.pop(was.id, None)
         if entry is not None:
-            del e.deadline_q[bisect.bisect_left(e.deadline_q, entry)]
-        e._forget(was.id)  # cancelled by the new policy
-    return rejected
+            del deadline_q[bisect.bisect_left(deadline_q, entry)]
+    return _Queues(pending, fast_q, deadline_q, deadline_entry, tuple(wakes), tuple(rejected))
+
+
+@dataclasses.dataclass
+class _Runs:
+    running: dict[str, RunView]
+    by_leaf: dict[int, dict[str, RunView]]
+    detached: dict[str, int]
+    out: tuple[tuple[str, str | None], ...]
 
 
 def _running(
     e: EngineState,
+    setup: EngineSetup,
+    rates: Mapping[str, float],
+    demand: Demand,
     remap: Sequence[int],
     leaves: set[int],
     rates_changed: bool,
     surviving: Callable[[int], int],
-) -> list[tuple[str, str | None]]:
+) -> _Runs:
     """Runs on their new leaves (or charged straight to a node: their leaf is gone), in start order."""
-    old_detached, e.detached = e.detached, {}
+    old_detached, detached = e.detached, {}
     running: dict[str, RunView] = {}
-    e.by_leaf = {}
+    by_leaf: dict[int, dict[str, RunView]] = {}
     out: list[tuple[str, str | None]] = []
     for job_id, before in e.running.items():
         job, node_i = before.job, before.alloc[0][0]
-        charge = job.charge_on(e.nodes[node_i], e.rates) if rates_changed else before.charge
+        charge = job.charge_on(e.nodes[node_i], rates) if rates_changed else before.charge
         leaf = remap[job.leaf]
         if job_id in old_detached or leaf not in leaves:
             was = old_detached.get(job_id, job.leaf)
@@ -191,17 +222,16 @@ def _running(
                 node, leaf, charge = -1, 0, 0.0
             else:
                 leaf = node
-            e.detached[job_id] = node
-            e.demand.add_direct(node, charge)
+            detached[job_id] = node
+            demand.add_direct(node, charge)
             if job_id not in old_detached:
-                out.append((job_id, e.tree.paths[node] if node >= 0 else None))
+                out.append((job_id, setup.tree.paths[node] if node >= 0 else None))
         view = dataclasses.replace(before, job=_moved(job, leaf), charge=charge)
         running[job_id] = view
-        if job_id not in e.detached:
-            e.by_leaf.setdefault(leaf, {})[job_id] = view
-            e.demand.add_run(leaf, e.fleet.index.node_type[node_i], charge)
-    e.running = running
-    return out
+        if job_id not in detached:
+            by_leaf.setdefault(leaf, {})[job_id] = view
+            demand.add_run(leaf, e.fleet.index.node_type[node_i], charge)
+    return _Runs(running, by_leaf, detached, tuple(out))
 
 
 def _moved(job: JobRequest, leaf: int) -> JobRequest:

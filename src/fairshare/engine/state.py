@@ -6,7 +6,9 @@ drains, demand, the ledger (owed by water-filling, delivered, debt over the roll
 decayed usage for slurm-multifactor), exceptions and their expiry, protection ends and which runs
 became possible victims, the preemption backoff grid, the deadline index and the audit's hold
 dedupe. It builds the core's `Snapshot`, applies its `Decisions` (returning what the driver must
-carry out, with the audit records) and says when it next needs a pass.
+carry out, with the audit records; engine/outcome.py) and says when it next needs a pass. A serving
+engine's changes (a policy, nodes, exceptions) come in as typed values it adopts
+(engine/changes.py); the rules that compute them read it and never write it.
 
 A driver's cycle at one instant t (the simulator does exactly this; a service does it per tick):
 
@@ -32,21 +34,22 @@ import dataclasses
 import heapq
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import numpy as np
 
 from ..core.contract import latest_start, overhead_of, protected_until
-from ..core.model import TIME_EPS, JobRequest
+from ..core.model import TIME_EPS, JobRequest, ResolvedException
 from ..core.placement import Alloc, FreeIndex
 from ..core.scheduler import deadline_due, may_be_victim
-from ..core.snapshot import Decisions, JobState, PendingQueues, RunView, Snapshot
+from ..core.snapshot import JobState, PendingQueues, RunView, Snapshot, SortKey, leaf_sort_key
 from ..core.strategies import Strategy
-from .actions import Actions, RatesListener
+from .changes import NodesState, PolicyState
 from .demand import Demand
 from .events import Event, Reservation
 from .fleet import Fleet
 from .ledger import DecayLedger, Ledger, Vec
+from .outcome import PassOutcome
 from .owed import effective_shares, water_fill
 from .progress import ProgressCalls
 from .setup import EngineSetup
@@ -55,7 +58,14 @@ _NONE: frozenset[int] = frozenset()
 _NONE_S: frozenset[str] = frozenset()
 
 
-class EngineState(ProgressCalls):
+class RatesListener(Protocol):
+    """Told when the engine's rates change and when it integrates them (the replay's metrics)."""
+
+    def rates_changed(self, engine: EngineState) -> None: ...
+    def interval(self, t0: float, t1: float) -> None: ...
+
+
+class EngineState(ProgressCalls, PassOutcome):
     """One scheduling domain's state. Each instance owns all of it; nothing is global."""
 
     def __init__(
@@ -96,9 +106,7 @@ class EngineState(ProgressCalls):
         # the flip guard: (taker side, victim side) -> the last fair-share preemption between them
         self.took_from: dict[tuple[int, int], float] = {}
         self.fast_q: list[tuple[int, str]] = []  # pending jobs of the fast classes, by (seq, job)
-        self.fast = frozenset(self.knobs.fast_classes) if strategy.fast_lane else _NONE_S
-        self.backfills = strategy.slurm_scheduler  # slurm-multifactor's backfill cadence
-        self.keyed = strategy.leaf_order and self.knobs.leaf_order != "submit"  # leaf sort keys
+        self._derive()
         self.last_backfill = -math.inf
         self.backfill_wake = -math.inf  # the backfill timer set last
         self.sched_wake = -math.inf  # the periodic main scheduler's timer set last (sched_interval)
@@ -158,7 +166,7 @@ class EngineState(ProgressCalls):
         """Start the instant t: integrate up to it and fire the timers due by then."""
         if self.journal is not None:
             self.journal.append(Event("begin", (t,)))
-        if self.dirty or not self.computed:  # _advance(t), inlined: begin runs every instant
+        if self.dirty or not self.computed:  # advance(t), inlined: begin runs every instant
             self._flush()
             self._recompute()
             self.dirty = False
@@ -183,11 +191,8 @@ class EngineState(ProgressCalls):
         """Move the clock to t without firing timers (a driver's last instant)."""
         if self.journal is not None:
             self.journal.append(Event("advance", (t,)))
-        self._advance(t)
-
-    def _advance(self, t: float) -> None:
-        """Rates are constant between state changes, so integration into the ledger is deferred
-        until the state changes or a pass reads it."""
+        # rates are constant between state changes, so integration into the ledger is deferred
+        # until the state changes or a pass reads it
         if self.dirty or not self.computed:
             self._flush()
             self._recompute()
@@ -260,15 +265,8 @@ class EngineState(ProgressCalls):
         self._to_pending(job)
         self.need_pass = True
 
-    def _sort_key(self, job: JobRequest) -> Any:
-        """A job's place in its leaf's queues when keyed (knobs.leaf_order, fairshare only): (GPU-
-        seconds run so far, seq) for las; (estimate left, seq) for shortest."""
-        st = self.states[job.id]
-        if st.requeue_boost:  # requeued and waiting half of requeue_within: first, by preemption
-            return (-1.0, st.pending_since, job.seq)
-        if self.knobs.leaf_order == "las":
-            return (st.attained, job.seq)
-        return (max(0.0, job.estimate - st.kept), job.seq)
+    def _sort_key(self, job: JobRequest) -> SortKey:
+        return leaf_sort_key(job, self.states[job.id], self.knobs.leaf_order)
 
     def _to_pending(self, job: JobRequest) -> None:
         self.pending.add(job, self.fleet.index, self._sort_key(job) if self.keyed else None)
@@ -518,79 +516,67 @@ class EngineState(ProgressCalls):
             backfill_due=self.t >= self.last_backfill + self.knobs.bf_interval - TIME_EPS,
         )
 
-    def apply(self, d: Decisions) -> Actions:
-        """Take a pass's decisions: record its holds (backoff, hold audit dedupe) and reservation;
-        return the preemptions and starts for the driver to carry out, and the audit records."""
-        holds = tuple((h.job, h.reason) for h in d.holds)
-        if self.journal is not None:
-            self.journal.append(Event("applied", (holds, d.reservation, d.backfilled)))
-        t, names = self.t, self.nodes
-        audit: list[dict[str, Any]] = []
-        for p in d.preempts:
-            audit.append(
-                {
-                    "t": t,
-                    "decision": "preempt",
-                    "job": p.job,
-                    "reason": p.reason,
-                    "by": p.by,
-                    "lost_gpu_s": p.lost_gpu_s,
-                    **p.evidence,
-                }
-            )
-        for s in d.starts:
-            nodes = [names[i].name for i, _ in s.alloc]
-            audit.append({"t": t, "decision": "start", "job": s.job, "nodes": nodes, **s.evidence})
-        evidence = {h.job: h.evidence for h in d.holds}
-        for kind, job, extra in self._outcome(holds, d.reservation, d.backfilled):
-            more = evidence[job] if kind == "hold" else {}
-            audit.append({"t": t, "decision": kind, "job": job, **extra, **more})
-        return Actions(d.preempts, d.starts, tuple(audit))
+    # ------------------------------------------------------------------ a serving engine's changes
+    def _derive(self) -> None:
+        """What the strategy and the knobs switch on: the fast lane, the backfill cadence
+        (slurm-multifactor), the leaf sort keys."""
+        s, knobs = self.strategy, self.knobs
+        self.fast = frozenset(knobs.fast_classes) if s.fast_lane else _NONE_S
+        self.backfills = s.slurm_scheduler
+        self.keyed = s.leaf_order and knobs.leaf_order != "submit"
 
-    def _outcome(
-        self, holds: Sequence[tuple[str, str]], reservation: Reservation, backfilled: bool = False
-    ) -> list[tuple[str, str, dict[str, Any]]]:
-        """The state a pass's holds, reservation and backfill change; the (decision, job, evidence)
-        records to audit: a reservation when it changed, a hold when its reason changed."""
-        out: list[tuple[str, str, dict[str, Any]]] = []
-        if self.backfills:
-            self._backfill_cadence(backfilled)
-        if reservation != self.last_reservation:
-            self.last_reservation = reservation
-            if reservation is not None:
-                job_id, held = reservation
-                out.append(("reserve", job_id, {"nodes": [self.nodes[i].name for i in held]}))
-        backoff = self.knobs.preempt_backoff
-        for job_id, reason in holds:
-            if reason == "no_victims":
-                # retries fall on a grid of `backoff`, so one pass serves every job due then
-                retry = (math.floor(self.t / backoff) + 2) * backoff if backoff > 0 else self.t
-                st = self.states[job_id]
-                st.preempt_retry_at, st.preempt_failed_at = retry, self.t
-                if retry not in self.retry_wakes:
-                    if len(self.retry_wakes) >= 64:  # grid points past are never asked for again
-                        self.retry_wakes = {w for w in self.retry_wakes if w > self.t}
-                    self.retry_wakes.add(retry)
-                    self._push(retry, "wake", None)
-            if self.last_hold.get(job_id) != reason:
-                self.last_hold[job_id] = reason
-                out.append(("hold", job_id, {"reason": reason}))
-        return out
+    def integrate(self) -> None:
+        """Integrate the rates up to now, not journaled (before a change reads the ledger)."""
+        self._flush()
 
-    def _backfill_cadence(self, backfilled: bool) -> None:
-        """slurm-multifactor: a backfill cycle runs at most every bf_interval, and only after a
-        change; a pass that could not run one while jobs wait and GPUs are idle asks for a pass
-        when it is due."""
-        every = self.knobs.sched_interval
-        if every > 0 and len(self.pending) and self.sched_wake <= self.t:
-            # Slurm's main scheduler also runs every sched_interval: priorities age and decay
-            # between events, so a pass then may start a job that none would at the events
-            self.sched_wake = (math.floor(self.t / every) + 1) * every
-            self._push(self.sched_wake, "wake", None)
-        if backfilled:
-            self.last_backfill = self.t
-        elif len(self.pending) and self.fleet.idle_available > 0:
-            due = self.last_backfill + self.knobs.bf_interval
-            if due > self.t and due != self.backfill_wake:
-                self.backfill_wake = due
-                self._push(due, "wake", None)
+    def adopt_policy(self, p: PolicyState) -> None:
+        """Take in a new policy's state (engine/reconfigure.py computed it from this state's
+        reads, integrated up to now); the rates are computed again at the next instant."""
+        self.setup, self.tree, self.knobs, self.rates, self.strategy = (
+            p.setup,
+            p.setup.tree,
+            p.setup.knobs,
+            p.rates,
+            p.strategy,
+        )
+        self._derive()
+        if p.node_rates is not None:
+            self.fleet.rerate(p.node_rates)
+        self.demand, self.pending, self.fast_q = p.demand, p.pending, p.fast_q
+        self.deadline_q, self.deadline_entry = p.deadline_q, p.deadline_entry
+        self.running, self.by_leaf, self.detached = p.running, p.by_leaf, p.detached
+        for job_id in p.forget:
+            self._forget(job_id)
+        self.ledger, self.decay, self.victims_at, self.took_from = (
+            p.ledger,
+            p.decay,
+            p.victims_at,
+            p.took_from,
+        )
+        self.shares = p.shares
+        for t, kind in p.wakes:
+            self._push(t, kind, None)
+        n = len(self.tree.paths)
+        self._owed_key = None
+        self.owed_list, self.used_list = [0.0] * n, [0.0] * n
+        self.rate_rows = np.zeros((2, n))
+        self.dirty = self.need_pass = True
+
+    def adopt_nodes(self, p: NodesState) -> None:
+        """Take in a new node set's state (engine/nodes.py computed it from this state's reads,
+        integrated up to now)."""
+        self.nodes, self.fleet = p.change.nodes, p.fleet
+        self.setup = dataclasses.replace(self.setup, nodes=p.change.nodes)
+        self.demand, self.pending = p.demand, p.pending
+        self._owed_key = None
+        self.dirty = self.need_pass = True
+
+    def adopt_exceptions(self, exceptions: tuple[ResolvedException, ...]) -> None:
+        """The share exceptions in force from now (their expiry instants wake the engine); the
+        driver journals what it was given."""
+        self.setup = dataclasses.replace(self.setup, exceptions=exceptions)
+        self.shares = effective_shares(self.tree, exceptions, self.t)
+        for ex in exceptions:
+            if ex.expires_t > self.t:
+                self._push(ex.expires_t, "expiry", None)
+        self.dirty = self.need_pass = True

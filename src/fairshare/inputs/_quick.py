@@ -11,15 +11,15 @@ same job (tests/test_robust_bounded.py builds workloads both ways and compares).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any, Protocol
 
 from .._units import parse_duration
 from ..core.model import LABELS
 from . import limits
+from .policy import Policy
 from .rows import COLUMNS, REQUIRED, Row
-
-if TYPE_CHECKING:
-    from .workload import WorkloadBuilder
 
 _TRUE = frozenset(("true", "1", "yes", "y"))
 _FALSE = frozenset(("false", "0", "no", "n"))
@@ -55,10 +55,33 @@ def _number(text: str) -> float | None:
     return x
 
 
+class Builder(Protocol):
+    """What the quick reader reads of its builder (fairshare.inputs.workload.WorkloadBuilder)."""
+
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def min_gpus(self) -> int: ...
+    @property
+    def paths(self) -> Mapping[str, int]: ...
+    @property
+    def leafset(self) -> AbstractSet[int]: ...
+    @property
+    def known_types(self) -> AbstractSet[str]: ...
+    @property
+    def all_types(self) -> tuple[str, ...]: ...
+    @property
+    def seen(self) -> AbstractSet[str]: ...
+
+    def _fit(
+        self, gpus: int, nodes: int | None, types: Sequence[str], cpus: float | None, mem: float | None
+    ) -> tuple[int | None, str | None, float]: ...
+
+
 class QuickReader:
     """Reads a builder's plain CSV rows by column position (see the module docstring)."""
 
-    def __init__(self, builder: WorkloadBuilder) -> None:
+    def __init__(self, builder: Builder) -> None:
         self.b = builder
         self.header: dict[str, int] | None = None
         self.at: dict[str, int] = {}

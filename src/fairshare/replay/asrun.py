@@ -27,8 +27,8 @@ from ..errors import InputError
 from ..inputs.workload import Job
 from .asrun_place import plan_nodes
 from .history import History, Segment
+from .loaded import Inputs
 from .results import ReplayOutput
-from .runner import Inputs
 from .sim import Finish, Rank, SimEvent, Simulator
 
 AS_RUN = "as-run"

@@ -7,9 +7,8 @@ import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -17,7 +16,7 @@ from ..core.strategies import STRATEGIES
 from ..core.tree import TreeIndex
 from ..errors import InputError
 from ..inputs._validation import load_yaml, read_yaml_text, validate
-from ..inputs.cluster import Cluster, ClusterSpec, build_cluster
+from ..inputs.cluster import ClusterSpec, build_cluster
 from ..inputs.formats import (
     WORKLOAD_FORMATS,
     TraceOptions,
@@ -28,28 +27,11 @@ from ..inputs.formats import (
 from ..inputs.limits import MAX_DURATION
 from ..inputs.policy import Policy, review_warnings
 from ..inputs.scenarios import ScenarioData
-from ..inputs.workload import Job, jobs_from_dicts, load_workload
+from ..inputs.workload import jobs_from_dicts, load_workload
+from .loaded import Inputs
 from .outputs import write_replay
 from .results import Comparison, ReplayOutput
 from .sim import Simulator
-
-if TYPE_CHECKING:
-    from .history import History
-
-
-@dataclass(frozen=True)
-class Inputs:
-    name: str
-    description: str
-    policy: Policy
-    policy_text: str
-    policy_where: str
-    tree: TreeIndex
-    cluster: Cluster
-    jobs: list[Job]
-    notes: tuple[str, ...] = ()  # what a trace loader read, skipped or changed
-    history: History | None = None  # the recorded runs of a site folder (as-run; replay/site.py)
-    not_modelled: tuple[dict[str, str], ...] = ()  # incumbent settings the model does not implement
 
 
 def inputs_from_files(

@@ -23,7 +23,7 @@ from ..inputs.cluster import ClusterSpec, build_cluster
 from ..inputs.policy import Policy, Scheduling, review_warnings
 from ..inputs.workload import load_workload
 from .history import load_history
-from .runner import Inputs
+from .loaded import Inputs
 
 FILES = ("policy.yaml", "cluster.yaml", "workload.csv", "history.csv", "incumbent.yaml")
 #: incumbent.yaml keys that are the policy's `scheduling:` knobs (Scheduling)

@@ -139,7 +139,7 @@ def prepare(opt: ServeOptions, wall: Callable[[], float] = time.time) -> Prepare
 
     def backend() -> DemoCluster:
         assert loop is not None
-        return DemoCluster(store, scenario, loop.build_truth_job)
+        return DemoCluster(store, scenario, loop.resolve_submission)
 
     options = LoopOptions(strategy=opt.strategy, speed=speed, crash=CrashPoints(opt.crash))
     if opt.checkpoint_events is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -47,7 +48,7 @@ class _Cache:
         self.items: dict[str, bytes] = {}
         self.lock = threading.Lock()
 
-    def get(self, view: View, key: str, make: Any) -> bytes:
+    def get(self, view: View, key: str, make: Callable[[], object]) -> bytes:
         with self.lock:
             if view.version != self.version:
                 self.version, self.items = view.version, {}

@@ -48,6 +48,7 @@ from ...core.placement import Alloc
 from ...core.snapshot import PendingQueues, Preempt, RunView, Start
 from ...engine.fleet import Fleet
 from ...engine.setup import node_json
+from ...inputs.workload import Job
 
 
 class JobRecordView(Protocol):
@@ -57,13 +58,10 @@ class JobRecordView(Protocol):
     def last_start(self) -> float | None: ...
 
 
-class EngineView(Protocol):
-    """What a backend that does not place jobs (Slurm) reads of the loop's live engine: the
-    instant, nodes and fleet, the GPU rates, pending and running jobs, the job records, the
-    submissions rejected and the jobs a policy change cancelled, the policy version in force."""
+class StateView(Protocol):
+    """What a backend that does not place jobs (Slurm) reads of the live engine's state: the
+    nodes and fleet, the GPU rates, pending and running jobs."""
 
-    @property
-    def t(self) -> float: ...
     @property
     def nodes(self) -> tuple[Node, ...]: ...
     @property
@@ -74,6 +72,17 @@ class EngineView(Protocol):
     def pending(self) -> PendingQueues: ...
     @property
     def running(self) -> Mapping[str, RunView]: ...
+
+
+class EngineView(Protocol):
+    """What a backend that does not place jobs (Slurm) reads of the loop's live engine: the
+    instant, its state (StateView), the job records, the submissions rejected and the jobs a
+    policy change cancelled, the policy version in force."""
+
+    @property
+    def t(self) -> float: ...
+    @property
+    def state(self) -> StateView: ...
     @property
     def info(self) -> Mapping[str, JobRecordView]: ...
     @property
@@ -152,9 +161,25 @@ class NodesChanged(Observation):
 
 
 @dataclass(frozen=True)
+class Submission:
+    """A submission resolved once against the policy in force (an API submission: the loop's
+    `resolve_submission`): the Job (its request and the demo's truth) and what it was resolved
+    against, the policy version and the cluster's nodes in service."""
+
+    job: Job
+    policy_sha: str
+    nodes: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
 class Submitted(Observation):
+    """A job submitted: its spec (workload columns) and, when the cluster was handed one, the
+    submission already resolved (the loop takes its request as it is while the policy version
+    and the nodes are the same)."""
+
     job: str
     spec: Mapping[str, Any] = field(default_factory=dict)
+    resolved: Submission | None = None
     rank = 2
 
     @property

@@ -50,6 +50,7 @@ from .backend import (
     Outcome,
     Preempted,
     Started,
+    Submission,
     Submitted,
     Undrained,
     in_order,
@@ -171,7 +172,10 @@ class DemoCluster:
     accepts_submissions = True
 
     def __init__(
-        self, store: Store, scenario: Scenario, build_job: Callable[[str, Mapping[str, Any], float], Job]
+        self,
+        store: Store,
+        scenario: Scenario,
+        build_job: Callable[[str, Mapping[str, Any], float], Submission],
     ):
         self.store, self.scenario, self.build_job = store, scenario, build_job
         self.lock = threading.Lock()  # API threads submit and cancel while the loop observes
@@ -179,6 +183,7 @@ class DemoCluster:
         self.by_id = {j.id: j for j in scenario.jobs}
         self.api_jobs: dict[str, tuple[float, Job | None]] = {}
         self.api_specs: dict[str, dict[str, Any]] = {}
+        self.api_resolved: dict[str, Submission] = {}  # this process's submissions, as resolved
         self.api_times: list[tuple[float, str]] = []
         self.runs: dict[str, list[Run]] = {}
         self.log: list[tuple[float, Observation]] = []  # starts and ends the cluster carried out, by time
@@ -232,7 +237,7 @@ class DemoCluster:
         """A submission stored without its truth (before issue 18): resolved again against the
         policy in force; one it no longer takes is a job this cluster cannot run (never started)."""
         try:
-            return self.build_job(job_id, spec, at)
+            return self.build_job(job_id, spec, at).job
         except InputError as exc:
             log.warning("demo cluster: job %s cannot be resolved again (%s): it will not run", job_id, exc)
             return None
@@ -340,7 +345,7 @@ class DemoCluster:
             for t, jid in self.api_times[lo:]:
                 if t > until:
                     break
-                out.append(Submitted(t, jid, self.api_specs[jid]))
+                out.append(Submitted(t, jid, self.api_specs[jid], self.api_resolved.get(jid)))
             lo, hi = bisect.bisect_left(self.log_times, since), bisect.bisect_right(self.log_times, until)
             out.extend(obs for _, obs in self.log[lo:hi])
             for jid, r in list(self.active.items()):
@@ -503,10 +508,12 @@ class DemoCluster:
     # ------------------------------------------------------------------ users
     def submit(self, job_id: str, spec: Mapping[str, Any], t: float, by: str = "api") -> float:
         with self.lock:
+            at = max(t, self.observed_until)
+            # resolved once, here, at its instant (InputError: the policy in force refuses it)
+            resolved = self.build_job(job_id, spec, at)
             if job_id in self.api_jobs or self.job(job_id) is not None:
                 raise Conflict(f"a job {job_id!r} exists already", field="job_id")
-            at = max(t, self.observed_until)
-            job = self.build_job(job_id, spec, at)
+            job = resolved.job if resolved is not None else None
             # the cluster keeps the truth it was given: a restart must not resolve it again against
             # a policy that may have changed since (or before the scheduler's state is rebuilt)
             stored = {**spec, TRUTH_KEY: job_to_json(job)} if job is not None else dict(spec)
@@ -516,6 +523,8 @@ class DemoCluster:
                 )
             self.api_jobs[job_id] = (at, job)
             self.api_specs[job_id] = dict(spec)
+            if resolved is not None:
+                self.api_resolved[job_id] = resolved
             bisect.insort(self.api_times, (at, job_id))
             return at
 

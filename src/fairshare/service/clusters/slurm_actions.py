@@ -81,7 +81,7 @@ class SlurmActions:
         confirmed: list[Observation] = []
         failed: list[Failure] = []
         records: list[Record] = []
-        nodes = e.nodes if e is not None else self.read.nodes()  # the engine's: nodes may have changed
+        nodes = e.state.nodes if e is not None else self.read.nodes()  # the engine's: nodes may have changed
         for s in starts:
             self.intended[s.job] = (t, tuple(nodes[i].name for i, _ in s.alloc))
         self.last_order = tuple(order)
@@ -180,7 +180,7 @@ class SlurmActions:
                 failed.extend(Failure(p.job, "preempt", f"not requeued: {why}") for p in group)
                 continue
             for p in group:
-                rv = e.running[p.job]
+                rv = e.state.running[p.job]
                 evidence = {"by": p.by, "reason": p.reason, "protected_until": rv.protected_until}
                 if self.opt.dry_run:
                     records.append(Record("requeue", p.job, {**evidence, "dry_run": True}))
@@ -215,7 +215,7 @@ class SlurmActions:
     ) -> str | None:
         """Why requeueing `group` for `preemptor` must not happen now (None: it may)."""
         for p in group:
-            rv = e.running.get(p.job)
+            rv = e.state.running.get(p.job)
             j = jobs.get(int(p.job)) if p.job.isdigit() else None
             if rv is None or j is None or j.state not in NOW_RUNNING or j.start_time is None:
                 return f"job {p.job} no longer runs"

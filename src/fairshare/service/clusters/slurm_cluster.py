@@ -208,11 +208,11 @@ class SlurmCluster:
     ) -> None:
         """Nodes added or removed (NodesChanged), then drains and returns of the nodes in service
         (by the indexes the engine has once the change is in)."""
-        typed = {n.gpu_type for n in e.nodes}
+        typed = {n.gpu_type for n in e.state.nodes}
         cluster = []
         for v in current.values():
             n = _node_of(v)
-            if n.gpu_type in e.rates or n.gpu_type in typed:
+            if n.gpu_type in e.state.rates or n.gpu_type in typed:
                 cluster.append(n)
             else:
                 self._note(
@@ -220,13 +220,13 @@ class SlurmCluster:
                     gpu_type=n.gpu_type, reason="its GPU type has no rate in the policy's gpu_rates",
                 )  # fmt: skip
         try:
-            change = plan_nodes(e.nodes, e.fleet.retired, cluster, e.rates)
+            change = plan_nodes(e.state.nodes, e.state.fleet.retired, cluster, e.state.rates)
         except ValueError as exc:  # not expected: sinfo lists a name once, nodes with GPUs
             self._note(out, f"nodes:{exc}", now, "nodes_refused", None, reason=str(exc))
-            change = NodeChange(e.nodes)
+            change = NodeChange(e.state.nodes)
         if change:
             out.append(NodesChanged(e.t, tuple(cluster)))
-        gone = (e.fleet.retired | set(change.removed)) - set(change.returned)
+        gone = (e.state.fleet.retired | set(change.removed)) - set(change.returned)
         self.index = {n.name: i for i, n in enumerate(change.nodes)}  # a name's latest index
         for name, i in self.index.items():
             now_v = current.get(name)
@@ -234,7 +234,7 @@ class SlurmCluster:
                 self.node_change.pop(i, None)
                 continue
             off = not now_v.schedulable
-            if off == (i in e.fleet.draining):
+            if off == (i in e.state.fleet.draining):
                 self.node_change.pop(i, None)
                 continue
             t = self.node_change.setdefault(i, now)
@@ -282,7 +282,7 @@ class SlurmCluster:
             out.append(Submitted(t, job, self._spec(req, j, now)))
             if req.notes:
                 self._note(out, f"notes:{job}", t, "slurm_mapping", job, notes=list(req.notes))
-        rv = e.running.get(job)
+        rv = e.state.running.get(job)
         info = e.info.get(job)
         matched = None
         if rv is not None:
@@ -317,9 +317,11 @@ class SlurmCluster:
 
     def _gone(self, e: EngineView, news: set[str], now: float, out: list[Observation]) -> None:
         """Jobs the engine has that Slurm no longer shows, with no end in accounting yet."""
-        waiting = [j for j in e.pending.jobs if j.isdigit() and int(j) not in self.jobs and j not in news]
+        waiting = [
+            j for j in e.state.pending.jobs if j.isdigit() and int(j) not in self.jobs and j not in news
+        ]
         stuck = []
-        for job, rv in e.running.items():
+        for job, rv in e.state.running.items():
             j = self.jobs.get(int(job)) if job.isdigit() else None
             if job in news or (j is not None and j.running and (j.start_time or 0) <= rv.t0 + TIME_EPS):
                 continue
@@ -329,11 +331,11 @@ class SlurmCluster:
             if now - t < self.opt.grace_s:
                 continue
             j = self.jobs.get(int(job))
-            if job in e.running and j is not None and j.pending:
-                rv = e.running[job]
+            if job in e.state.running and j is not None and j.pending:
+                rv = e.state.running[job]
                 lost = lost_gpu_s(rv.job, rv.t0, t, rv.overhead, rv.hung_since, rv.ckpt_at)
                 out.append(Preempted(t, job, "requeued_by_slurm", None, lost, rv.kept))
-            elif job in e.running:
+            elif job in e.state.running:
                 out.append(Finished(t, job))
             else:
                 out.append(Cancelled(t, job, "slurm"))

@@ -47,8 +47,8 @@ log = logging.getLogger("fairshare.service.loop.checkpoint")
 # Bump when the engine's shape changes (attributes added, renamed or retyped in EngineState,
 # LiveEngine or what they hold): a checkpoint of another shape is then ignored, not misread.
 # 2: LiveEngine.ended_q (retention); 3: the service in rooms (the pickle's module paths moved) and
-# JobState.requeue_boost (issue 20)
-FORMAT = 3
+# JobState.requeue_boost (issue 20); 4: LiveEngine holds its engine state (`LiveEngine.state`)
+FORMAT = 4
 
 
 def code_version() -> str:
@@ -82,7 +82,7 @@ def load(state: bytes, policies: Callable[[str], Policy]) -> LiveEngine:
     if not isinstance(engine, LiveEngine):
         raise TypeError(f"a checkpoint holds a {type(engine).__name__}, not a LiveEngine")
     engine.policies = policies
-    engine.journal = None
+    engine.state.journal = None
     return engine
 
 

@@ -55,5 +55,5 @@ class LoopCounters:
         elif isinstance(o, Preempted):
             self.preemptions[o.reason] += 1
             self.lost_gpu_s += o.lost_gpu_s
-            if o.job in e.pending.jobs:
+            if o.job in e.state.pending.jobs:
                 self.requeues += 1

@@ -41,7 +41,6 @@ from ...engine.events import Event
 from ...engine.forecast import forecast_starts
 from ...errors import InputError
 from ...inputs.policy import Policy
-from ...inputs.workload import Job
 from ..clusters.backend import (
     Backend,
     Cancelled,
@@ -53,6 +52,7 @@ from ..clusters.backend import (
     Observation,
     Preempted,
     Started,
+    Submission,
     Submitted,
     Undrained,
 )
@@ -206,13 +206,13 @@ class SchedulerLoop:
             self.catch_up()
         e = self.engine
         assert e is not None
-        known = [n.as_json() for n in e.nodes]  # a backend that places jobs keeps its indexes;
+        known = [n.as_json() for n in e.state.nodes]  # a backend that places jobs keeps its indexes;
         if backend.places_jobs and known != [n.as_json() for n in backend.nodes()]:  # Slurm's: observed
             raise Unavailable(
                 f"the {backend.name} cluster's nodes differ from those this database's ledger was built "
                 "on, and it places jobs by node index: start it with the same nodes"
             )
-        e.journal = self.buf
+        e.state.journal = self.buf
         self.since = e.t
         with self.store.read() as tx:
             self.seen = journal.keys_since(tx, e.t)
@@ -251,14 +251,14 @@ class SchedulerLoop:
                 self._portfolio(now, audits)
                 self.inbox.take(e, audits)
                 if happened or self.retry:
-                    e.poke()
+                    e.state.poke()
                     self.retry = False
-            e.settle()
+            e.state.settle()
         d: Decisions | None = None
-        if e.pass_due():
+        if e.state.pass_due():
             t0 = self.wall()
-            d = decide(e.snapshot(), e.strategy, explain=True)
-            actions = e.apply(d)
+            d = decide(e.state.snapshot(), e.state.strategy, explain=True)
+            actions = e.state.apply(d)
             took = self.wall() - t0
             self.pass_times.append(took)
             self.pass_log.append((time.time(), took))
@@ -274,7 +274,7 @@ class SchedulerLoop:
             todo = (d.preempts, d.starts, d.order)
         elif d is None and not backend.places_jobs and e.cancelled_by_policy:
             # no pass, but jobs a policy change cancelled may wait in Slurm: act holds them
-            todo = ((), (), tuple(j for j in self.order if j in e.pending.jobs))
+            todo = ((), (), tuple(j for j in self.order if j in e.state.pending.jobs))
         if todo is not None:
             self.opt.crash("after_commit")
             out = backend.act(*todo, now)
@@ -310,7 +310,7 @@ class SchedulerLoop:
             if o.job in e.info or o.job in e.rejected:
                 return
             try:
-                req = self._request(o.job, o.spec, t)
+                req = self._request(o, t)
             except InputError as exc:
                 e.reject(o.job, str(exc))
                 audits.append(AuditRecord(t, "submit_rejected", o.job, {"reason": str(exc)}, e.policy_sha))
@@ -319,12 +319,12 @@ class SchedulerLoop:
 
                 e.submit(dataclasses.replace(req, submit=t, seq=e.submits))
         elif isinstance(o, Started):
-            if o.job not in e.pending.jobs:
+            if o.job not in e.state.pending.jobs:
                 return
             e.started(o.job, o.alloc, o.charge)
             usage.append(Interval(o.job, e.info[o.job].request.group, o.charge, t, None))
         elif isinstance(o, Finished | Preempted):
-            view = e.running.get(o.job)
+            view = e.state.running.get(o.job)
             if view is None:
                 return
             if isinstance(o, Finished):
@@ -333,20 +333,20 @@ class SchedulerLoop:
                 e.preempted(o.job, o.reason, o.by, o.lost_gpu_s, o.kept)
             usage.append(Interval(o.job, view.job.group, e.started_charge(view), view.t0, t))
         elif isinstance(o, Cancelled):
-            if o.job not in e.pending.jobs and o.job not in e.running:
+            if o.job not in e.state.pending.jobs and o.job not in e.state.running:
                 return
-            view = e.running.get(o.job)
+            view = e.state.running.get(o.job)
             e.cancelled(o.job)
             if view is not None:
                 usage.append(Interval(o.job, view.job.group, e.started_charge(view), view.t0, t))
         elif isinstance(o, Hung):
-            if o.job not in e.running or o.job in e.hung_since:
+            if o.job not in e.state.running or o.job in e.state.hung_since:
                 return
-            e.hung(o.job)
+            e.state.hung(o.job)
         elif isinstance(o, Drained):
-            e.drain(o.nodes, o.deadline)
+            e.state.drain(o.nodes, o.deadline)
         elif isinstance(o, Undrained):
-            e.undrain(o.nodes)
+            e.state.undrain(o.nodes)
         elif isinstance(o, NodesChanged):
             audits.extend(AuditRecord(t, k, None, ev, e.policy_sha) for k, ev in e.change_nodes(o.nodes))
         elif isinstance(o, Noted):
@@ -356,19 +356,28 @@ class SchedulerLoop:
         self.seen[o.key] = o.t
         self.counters.count(o, e)
 
-    def _request(self, job_id: str, spec: Mapping[str, Any], t: float) -> JobRequest:
+    def _request(self, o: Submitted, t: float) -> JobRequest:
+        """A submission's request: as resolved when it was submitted (an API submission) if the
+        policy version and the nodes are still the same, else resolved now from its spec."""
         e = self.engine
         assert e is not None and self.requests is not None
-        if self.requests.nodes != e.serving_nodes():  # the cluster's nodes changed
-            self.requests = Requests(e.serving_nodes())
-        return self.requests.build(self.policy(e.policy_sha), job_id, spec, t).request
+        nodes = e.serving_nodes()
+        done = o.resolved
+        if done is not None and done.policy_sha == e.policy_sha and done.nodes == nodes:
+            return done.job.request
+        if self.requests.nodes != nodes:  # the cluster's nodes changed
+            self.requests = Requests(nodes)
+        return self.requests.build(self.policy(e.policy_sha), o.job, o.spec, t).request
 
-    def build_truth_job(self, job_id: str, spec: Mapping[str, Any], t: float) -> Job:
-        """(demo) An API submission resolved against the policy in force, with its truth."""
-        e = self.engine
-        if e is None or self.requests is None:
+    def resolve_submission(self, job_id: str, spec: Mapping[str, Any], t: float) -> Submission:
+        """(demo) An API submission resolved against the policy in force, with its truth: once,
+        when it is submitted (the loop takes its request from it). Raises InputError if refused."""
+        e, requests = self.engine, self.requests
+        if e is None or requests is None:
             raise Unavailable("the scheduler loop is starting: its state is not rebuilt yet")
-        return self.requests.build(self.policy(e.policy_sha), job_id, spec, t, truth=True)
+        sha = e.policy_sha  # (read on an API thread: the loop's Requests as they are; the loop
+        # resolves it again if its nodes or the policy version changed by the time it is ingested)
+        return Submission(requests.build(self.policy(sha), job_id, spec, t, truth=True), sha, requests.nodes)
 
     def _portfolio(self, now: float, audits: list[AuditRecord]) -> None:
         """Apply a new policy version and the exceptions in force at `now` (audited)."""
@@ -416,7 +425,7 @@ class SchedulerLoop:
         e = self.engine
         assert e is not None
         since = self.wall() - self.last_forecast
-        pending = list(e.pending.jobs)
+        pending = list(e.state.pending.jobs)
         missing = any(j not in self.forecasts for j in pending)
         if since < self.opt.forecast_s and not (missing and since >= min(0.2, self.opt.forecast_s)):
             return
@@ -424,7 +433,7 @@ class SchedulerLoop:
         if not pending:
             self.forecasts, self.forecast_at = {}, e.t
             return
-        self.forecasts = forecast_starts(e, pending, max_passes=self.opt.forecast_passes)
+        self.forecasts = forecast_starts(e.state, pending, max_passes=self.opt.forecast_passes)
         self.forecast_at = e.t
 
     def publish(self, force: bool = False) -> None:
@@ -496,7 +505,7 @@ class SchedulerLoop:
         e, backend = self.engine, self.backend
         assert e is not None and backend is not None
         poll = max(0.0, self.opt.poll_s - (self.wall() - self.last_cycle))
-        nxt = [x for x in (e.next_time(), backend.next_time()) if x is not None]
+        nxt = [x for x in (e.state.next_time(), backend.next_time()) if x is not None]
         if not nxt or self.opt.speed <= 0:
             return poll
         return max(0.0, min(poll, (min(nxt) - self.clock()) / self.opt.speed))

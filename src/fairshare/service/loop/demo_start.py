@@ -51,7 +51,7 @@ def warm_up(loop: SchedulerLoop, stepped: SteppedClock, start: float, how: WarmU
     stepped.t = max(stepped.t, e.t)
     while True:
         loop.cycle()
-        waiting = len(e.pending.jobs)
+        waiting = len(e.state.pending.jobs)
         t = stepped.t
         if t - start >= how.max_s or (waiting >= how.min_waiting and t - start >= how.min_history_s):
             return t

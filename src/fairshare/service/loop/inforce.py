@@ -22,7 +22,7 @@ from ...inputs.policy import Policy
 from ..storage.audit import AuditRecord
 from ..storage.portfolio import ExceptionRecord, PolicyVersion
 from ..timefmt import from_iso, iso
-from .live_engine import LiveEngine, setup_of, what_changes
+from .live_engine import ExceptionInForce, LiveEngine, setup_of, what_changes
 
 log = logging.getLogger("fairshare.service.loop.cycle")
 
@@ -43,7 +43,7 @@ def apply_policy(
         return note
     try:
         pol = policies(cur.sha256)
-        setup_of(pol, e.nodes)
+        setup_of(pol, e.state.nodes)
     except (InputError, ValueError, KeyError) as exc:
         evidence = {
             "version": cur.version,
@@ -74,9 +74,9 @@ def apply_policy(
     return None
 
 
-def in_force(pol: Policy, stored: Sequence[ExceptionRecord], now: float) -> list[dict[str, Any]]:
+def in_force(pol: Policy, stored: Sequence[ExceptionRecord], now: float) -> list[ExceptionInForce]:
     """The exceptions that apply at `now`: the policy file's, then the stored ones, by id."""
-    out: list[dict[str, Any]] = []
+    out: list[ExceptionInForce] = []
     for k, ex in enumerate(pol.exceptions):
         t = from_iso(ex.expires)
         if t > now:
@@ -91,7 +91,7 @@ def in_force(pol: Policy, stored: Sequence[ExceptionRecord], now: float) -> list
 
 def _entry(
     key: str, group: str, extra: float, expires_t: float, approver: str | None, reason: str | None
-) -> dict[str, Any]:
+) -> ExceptionInForce:
     return {
         "id": key,
         "group": group,

@@ -1,7 +1,8 @@
 """The engine state as the live service holds it: `LiveEngine`, its journal replay, its job records.
 
-`LiveEngine` is the engine (fairshare.engine.EngineState) plus what a live driver changes that a
-replay never does, each a journaled call like the engine's own, so a restart rebuilds it exactly:
+`LiveEngine` holds the engine state (`LiveEngine.state`, a fairshare.engine.ServingState) and adds
+what a live driver changes that a replay never does, each a journaled call like the engine's own,
+so a restart rebuilds it exactly:
 
     set_policy(sha)            a new policy version applies from now: tree, shares, knobs, classes,
                                GPU rates, window and the strategy's preemption switch
@@ -11,7 +12,9 @@ replay never does, each a journaled call like the engine's own, so a restart reb
     reject(job, reason)        a submission the policy in force cannot take
 
 The cluster's node changes are the engine's own `set_nodes` (fairshare.engine.nodes);
-`change_nodes` applies one and says what to audit.
+`change_nodes` applies one and says what to audit. The engine calls a job record follows (begin,
+submit, started, finished, preempted, cancelled) go through LiveEngine; every other engine call and
+read goes to `LiveEngine.state`.
 
 (A user's cancellation is the engine's own `cancelled`.) It also keeps, from the same calls, a
 record per job (submitted, first and last start, end, runs, preemptions) for the API, and
@@ -35,7 +38,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -46,7 +49,6 @@ from ...core.strategies import Strategy, get_strategy
 from ...core.tree import TreeIndex
 from ...engine.events import Event
 from ...engine.ledger import Ledger
-from ...engine.owed import effective_shares
 from ...engine.reconfigure import Reconfigured, remap_ledger
 from ...engine.serving import ServingState
 from ...engine.setup import EngineSetup, node_json, node_of_json
@@ -59,6 +61,17 @@ SETUP = "setup"  # the journal's first record: policy sha, nodes, strategy (not 
 def _detached(sha: str) -> Policy:
     """The policy lookup of an engine loaded from a checkpoint until its loader attaches one."""
     raise RuntimeError(f"policy version {sha[:12]}: this engine's policy lookup is not attached")
+
+
+class ExceptionInForce(TypedDict):
+    """A share exception in force, as the loop applies, journals and shows it (`set_exceptions`)."""
+
+    id: str  # policy:<k> (the policy file's k-th) or api:<id> (a stored one)
+    group: str
+    extra_share: float
+    expires_t: float
+    approver: str | None
+    reason: str | None
 
 
 @dataclass
@@ -97,8 +110,26 @@ class Unallocated:
         self.ledger.advance(t1)
 
 
-class LiveEngine(ServingState):
-    """ServingState with the live driver's calls and job records (see the module's docstring)."""
+class LiveEngine:
+    """A live driver's engine: it holds the engine state (`state`, a ServingState) and adds the live
+    driver's calls and job records (see the module's docstring). The calls a job record follows
+    (begin, submit, started, finished, preempted, cancelled) go through this class; every other
+    engine call and read goes to `state`."""
+
+    # the journaled calls replayed through this class (the others are the state's own)
+    CALLS = frozenset(
+        {
+            "begin",
+            "submit",
+            "started",
+            "finished",
+            "preempted",
+            "cancelled",
+            "set_policy",
+            "set_exceptions",
+            "reject",
+        }
+    )
 
     def __init__(
         self,
@@ -109,19 +140,19 @@ class LiveEngine(ServingState):
         policy_sha: str = "",
     ) -> None:
         self.unallocated = Unallocated(setup.tree, setup.window)
-        super().__init__(setup, strategy, self.unallocated, journal)
+        self.state = ServingState(setup, strategy, self.unallocated, journal)
         self.policies = policies  # sha256 -> the stored policy version (parsed)
         self.policy_sha = policy_sha
         self.info: dict[str, JobInfo] = {}
         self.submits = 0  # submit order: the seq of the next job
         self.first_starts: deque[tuple[float, str, str, float]] = deque()  # (t, class, group, wait)
-        self.exceptions_in_force: list[dict[str, Any]] = []
+        self.exceptions_in_force: list[ExceptionInForce] = []
         self.rejected: dict[str, str] = {}
         self.cancelled_by_policy: dict[str, str] = {}  # job -> reason (a policy change cancelled it)
         self.ended_q: deque[tuple[float, str]] = deque()  # (when, job): ended or rejected, in order
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LiveEngine:
-        # the forecast copies the engine; policies is a function (shared), the rest copied as usual
+        # policies is a function (shared), the rest copied as usual
         cls = type(self)
         new = cls.__new__(cls)
         memo[id(self)] = new
@@ -132,25 +163,43 @@ class LiveEngine(ServingState):
     def __getstate__(self) -> dict[str, Any]:
         # a checkpoint (fairshare.service.loop.checkpoint): the state without the driver's journal buffer
         # and policy lookup (a function of the loop), which the loader attaches again
-        state = dict(self.__dict__)
-        state["journal"] = None
-        state["policies"] = _detached
-        return state
+        out = dict(self.__dict__)
+        engine = copy.copy(self.state)
+        engine.journal = None
+        out["state"] = engine
+        out["policies"] = _detached
+        return out
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+    @property
+    def t(self) -> float:
+        """The engine's instant."""
+        return self.state.t
+
+    def replay(self, events: Iterable[Event]) -> None:
+        """Apply recorded journal events, each through the call that recorded it (this class's for
+        the calls it records, the state's for the others)."""
+        state = self.state
+        for ev in events:
+            if ev.kind in self.CALLS:
+                getattr(self, ev.kind)(*ev.args)
+            else:
+                state.replay((ev,))
 
     # ------------------------------------------------------------------ retention
     @property
     def retention(self) -> float:
         """How long a job's record is kept after it ended: the policy's window."""
-        return self.setup.window
+        return self.state.setup.window
 
     def begin(self, t: float) -> None:
-        super().begin(t)
+        """The engine's `begin` (its timers due by t fire), then the records past retention dropped."""
+        self.state.begin(t)
         q = self.ended_q
-        if q and q[0][0] < self.t - self.retention:
-            self._prune(self.t - self.retention)
+        if q and q[0][0] < self.state.t - self.retention:
+            self._prune(self.state.t - self.retention)
 
     def _prune(self, before: float) -> None:
         """Drop the records of jobs that ended (or were rejected) before `before`."""
@@ -164,37 +213,42 @@ class LiveEngine(ServingState):
                 del self.info[job_id]
 
     def _ended(self, rec: JobInfo, state: str) -> None:
-        rec.state, rec.ended = state, self.t
-        self.ended_q.append((self.t, rec.request.id))
+        rec.state, rec.ended = state, self.state.t
+        self.ended_q.append((self.state.t, rec.request.id))
 
     # ------------------------------------------------------------------ job records
     def submit(self, job: JobRequest) -> None:
-        super().submit(job)
-        self.info[job.id] = JobInfo(job, self.t)
+        """The engine's `submit`, recorded."""
+        self.state.submit(job)
+        self.info[job.id] = JobInfo(job, self.state.t)
         self.submits += 1
 
     def started(self, job_id: str, alloc: Alloc, charge: float) -> RunView:
-        view = super().started(job_id, alloc, charge)
+        """The engine's `started`, recorded."""
+        view = self.state.started(job_id, alloc, charge)
         rec = self.info.get(job_id)
         if rec is not None:
-            rec.state, rec.runs, rec.last_start = "running", rec.runs + 1, self.t
+            t = self.state.t
+            rec.state, rec.runs, rec.last_start = "running", rec.runs + 1, t
             if rec.first_start is None:
-                rec.first_start = self.t
-                self.first_starts.append((self.t, rec.request.cls, rec.request.group, self.t - rec.submitted))
-                while self.first_starts and self.first_starts[0][0] < self.t - self.setup.window:
+                rec.first_start = t
+                self.first_starts.append((t, rec.request.cls, rec.request.group, t - rec.submitted))
+                while self.first_starts and self.first_starts[0][0] < t - self.state.setup.window:
                     self.first_starts.popleft()
             rec.nodes, rec.charge = tuple(i for i, _ in alloc), charge
         return view
 
     def finished(self, job_id: str) -> RunView:
-        view = super().finished(job_id)
+        """The engine's `finished`, recorded."""
+        view = self.state.finished(job_id)
         rec = self.info.get(job_id)
         if rec is not None and rec.state != "cancelled":
             self._ended(rec, "done")
         return view
 
     def preempted(self, job_id: str, reason: str, by: str | None, lost_gpu_s: float, kept: float) -> RunView:
-        view = super().preempted(job_id, reason, by, lost_gpu_s, kept)
+        """The engine's `preempted`, recorded."""
+        view = self.state.preempted(job_id, reason, by, lost_gpu_s, kept)
         rec = self.info.get(job_id)
         if rec is not None:
             rec.state, rec.preemptions, rec.nodes = "pending", rec.preemptions + 1, ()
@@ -204,15 +258,15 @@ class LiveEngine(ServingState):
     # ------------------------------------------------------------------ the live driver's calls
     def cancelled(self, job_id: str) -> None:
         """A job is withdrawn: a pending one leaves the queue, a running one ends (charged until now)."""
-        super().cancelled(job_id)
+        self.state.cancelled(job_id)
         rec = self.info.get(job_id)
         if rec is not None:
             self._ended(rec, "cancelled")
             rec.nodes = ()
 
     def _log(self, kind: str, *args: Any) -> None:
-        if self.journal is not None:
-            self.journal.append(Event(kind, args))
+        if self.state.journal is not None:
+            self.state.journal.append(Event(kind, args))
 
     def set_policy(self, sha: str) -> Reconfigured:
         """A new policy version applies from now, whatever it changes (ServingState.reconfigure's
@@ -220,13 +274,11 @@ class LiveEngine(ServingState):
         running ones never preempted by it). The exceptions in force are placed on its tree."""
         self._log("set_policy", sha)
         pol = self.policies(sha)
-        setup = setup_of(pol, self.nodes)
+        e = self.state
+        setup = setup_of(pol, e.nodes)
         setup = dataclasses.replace(setup, exceptions=self._resolved(setup.tree, self.exceptions_in_force))
         self.policy_sha = sha
-        return self._reconfigure(setup)
-
-    def _reconfigure(self, setup: EngineSetup) -> Reconfigured:
-        done = super()._reconfigure(setup)
+        done = e.reconfigure(setup, journaled=False)
         self.unallocated.frac = np.array(setup.tree.static_frac, dtype=np.float64)
         where = setup.tree.index()
         remap = [where.get(p, -1) for p in self.unallocated.paths]
@@ -238,9 +290,9 @@ class LiveEngine(ServingState):
             rec = self.info.get(job_id)
             if rec is not None:
                 self._ended(rec, "cancelled")
-        for job_id in set(self.info) & (set(self.pending.jobs) | set(self.running)):
+        for job_id in set(self.info) & (set(e.pending.jobs) | set(e.running)):
             rec = self.info[job_id]
-            job = self.pending.jobs.get(job_id) or self.running[job_id].job
+            job = e.pending.jobs.get(job_id) or e.running[job_id].job
             rec.request = job
         return done
 
@@ -250,21 +302,15 @@ class LiveEngine(ServingState):
         rec = self.info.get(view.job.id)
         return rec.charge if rec is not None and rec.last_start == view.t0 else view.charge
 
-    def set_exceptions(self, exceptions: Sequence[Mapping[str, Any]]) -> None:
+    def set_exceptions(self, exceptions: Sequence[ExceptionInForce]) -> None:
         """The share exceptions in force from now: [{id, group, extra_share, expires_t, approver,
         reason}] (their expiry instants wake the engine)."""
         self._log("set_exceptions", [dict(e) for e in exceptions])
-        self.exceptions_in_force = [dict(e) for e in exceptions]
-        resolved = self._resolved(self.tree, exceptions)
-        self.setup = dataclasses.replace(self.setup, exceptions=resolved)
-        self.shares = effective_shares(self.tree, resolved, self.t)
-        for ex in resolved:
-            if ex.expires_t > self.t:
-                self._push(ex.expires_t, "expiry", None)
-        self.dirty = self.need_pass = True
+        self.exceptions_in_force = [e.copy() for e in exceptions]
+        self.state.adopt_exceptions(self._resolved(self.state.tree, exceptions))
 
     @staticmethod
-    def _resolved(tree: TreeIndex, exceptions: Sequence[Mapping[str, Any]]) -> tuple[ResolvedException, ...]:
+    def _resolved(tree: TreeIndex, exceptions: Sequence[ExceptionInForce]) -> tuple[ResolvedException, ...]:
         idx = tree.index()
         return tuple(
             ResolvedException(
@@ -283,35 +329,37 @@ class LiveEngine(ServingState):
         """A submission the policy in force refuses (unknown group or class, fits no node, ...)."""
         self._log("reject", job_id, reason)
         self.rejected[job_id] = reason
-        self.ended_q.append((self.t, job_id))
+        self.ended_q.append((self.state.t, job_id))
 
     def change_nodes(self, nodes: Sequence[Node]) -> list[tuple[str, dict[str, Any]]]:
         """The cluster's nodes now (ServingState.set_nodes); the audit's records of the change:
         node_added, node_removed (with the jobs still running there: not preempted by it),
         node_returned, or nodes_refused (nothing changed) with the reason."""
+        e = self.state
         try:
-            change = self.set_nodes(nodes)
+            change = e.set_nodes(nodes)
         except ValueError as exc:
             return [("nodes_refused", {"reason": str(exc), "nodes": [n.name for n in nodes]})]
         out: list[tuple[str, dict[str, Any]]] = []
         for i in change.added:
-            n = self.nodes[i]
+            n = e.nodes[i]
             out.append(("node_added", {"node": n.name, "index": i, "gpus": n.gpus, "gpu_type": n.gpu_type}))
         for i in change.removed:
-            running = sorted(j for j, v in self.running.items() if any(k == i for k, _ in v.alloc))
-            out.append(("node_removed", {"node": self.nodes[i].name, "index": i, "running": running}))
+            running = sorted(j for j, v in e.running.items() if any(k == i for k, _ in v.alloc))
+            out.append(("node_removed", {"node": e.nodes[i].name, "index": i, "running": running}))
         for i in change.returned:
-            out.append(("node_returned", {"node": self.nodes[i].name, "index": i}))
+            out.append(("node_returned", {"node": e.nodes[i].name, "index": i}))
         return out
 
     # ------------------------------------------------------------------ reads
     def serving_nodes(self) -> tuple[Node, ...]:
         """The nodes in the cluster now (not removed; drained or not); all when none is."""
-        retired = self.fleet.retired
-        return tuple(n for i, n in enumerate(self.nodes) if i not in retired) or self.nodes
+        e = self.state
+        retired = e.fleet.retired
+        return tuple(n for i, n in enumerate(e.nodes) if i not in retired) or e.nodes
 
     def node_names(self) -> list[str]:
-        return [n.name for n in self.nodes]
+        return [n.name for n in self.state.nodes]
 
 
 def what_changes(a: Policy, b: Policy) -> list[str]:
@@ -345,8 +393,7 @@ def setup_of(policy: Policy, nodes: Sequence[Node]) -> EngineSetup:
 
 
 def replay(engine: LiveEngine, events: Iterable[Event]) -> None:
-    """Apply journal events to `engine` (as EngineState.rebuild does; the setup record is not an
-    engine call)."""
+    """Apply journal events to `engine` (LiveEngine.replay; the setup record is not an engine call)."""
     engine.replay(ev for ev in events if ev.kind != SETUP)
 
 

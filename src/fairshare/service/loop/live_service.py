@@ -85,11 +85,10 @@ class LiveService:
             raise InputError(
                 "job", "job_id", "1-128 letters, digits and . _ ~ + -, starting with a letter or digit"
             )
-        try:
-            self.loop.build_truth_job(job_id, spec, now)  # the policy in force accepts it?
+        try:  # an accepting cluster resolves it once against the policy in force (or refuses it)
+            at = backend.submit(job_id, spec, now, caller.describe())
         except InputError as exc:
             raise _field_error(exc) from None
-        at = backend.submit(job_id, spec, now, caller.describe())
         self.store.commit(
             audit_records=[
                 AuditRecord(

@@ -53,15 +53,15 @@ class Inbox:
             r = self.queue.popleft()
             try:
                 if r.kind == "checkpoint":
-                    r.changed = e.checkpoint(r.job, r.step, t, r.path)
+                    r.changed = e.state.checkpoint(r.job, r.step, t, r.path)
                 elif r.kind == "resumed":
-                    r.changed = e.resumed(r.job, r.step, t)
+                    r.changed = e.state.resumed(r.job, r.step, t)
                 else:
-                    r.changed = e.progress(r.job, r.step, t)
+                    r.changed = e.state.progress(r.job, r.step, t)
             except ProgressError as exc:
                 r.error = str(exc)
             if r.changed:
-                job = e.running[r.job].job
+                job = e.state.running[r.job].job
                 evidence: dict[str, Any] = {
                     "step": r.step,
                     "class": job.cls,
@@ -76,17 +76,17 @@ class Inbox:
 
     def flag(self, e: LiveEngine, audits: list[AuditRecord]) -> None:
         """Audit each run the stall rule flagged since the last look (once per run)."""
-        for job in sorted(e.hung_since):
-            rep = e.reports.get(job)
+        for job in sorted(e.state.hung_since):
+            rep = e.state.reports.get(job)
             if rep is None or not rep.stalled or f"{job}#{rep.run}" in self.flagged:
                 continue
             self.flagged.add(f"{job}#{rep.run}")
             evidence = {
                 "last_step": rep.step,
                 "last_progress_t": rep.step_t,
-                "no_progress_since": e.hung_since[job],
-                "max_stall_s": e.running[job].job.max_stall,
-                "progress_required": e.running[job].job.progress_required,
+                "no_progress_since": e.state.hung_since[job],
+                "max_stall_s": e.state.running[job].job.max_stall,
+                "progress_required": e.state.running[job].job.progress_required,
             }
             audits.append(AuditRecord(e.t, "no_progress", job, evidence, e.policy_sha))
-        self.flagged = {k for k in self.flagged if k.rpartition("#")[0] in e.running}  # ended runs
+        self.flagged = {k for k in self.flagged if k.rpartition("#")[0] in e.state.running}  # ended runs

@@ -23,10 +23,11 @@ import numpy as np
 
 from ...core.fairness import priority
 from ...core.scheduler import decide
+from ...core.tree import TreeIndex
 from ...engine.ledger import Ledger
 from ...inputs.policy import Policy
 from ..timefmt import iso
-from .live_engine import HOLD_TEXT, LiveEngine
+from .live_engine import HOLD_TEXT, ExceptionInForce, LiveEngine
 
 H = 3600.0
 
@@ -194,10 +195,10 @@ class View:
     forecast_at: float | None = None
     series: Mapping[str, Any] = field(default_factory=dict)
     waits: tuple[tuple[float, str, str, float], ...] = ()
-    exceptions: tuple[Mapping[str, Any], ...] = ()
+    exceptions: tuple[ExceptionInForce, ...] = ()
     status: Mapping[str, Any] = field(default_factory=dict)
     index: Mapping[str, int] = field(default_factory=dict)  # tree path -> row
-    sides: Any = None  # the engine's TreeIndex (immutable), for explain
+    sides: TreeIndex | None = None  # the engine's TreeIndex (immutable), for explain
     recovery: Mapping[str, Any] = field(default_factory=dict)  # per class, from resumed reports
 
     def node(self, path: str) -> NodeRow | None:
@@ -224,28 +225,28 @@ def build_view(
     owners: Mapping[str, tuple[str | None, str | None]] | None = None,
 ) -> View:
     e = engine
-    tree = e.tree
+    tree = e.state.tree
     now = max(now, e.t)
-    rates = e.rates_now() if (e.dirty or not e.computed) else None
-    ledger = ledger_at(e.ledger, e.t, rates, now)
+    rates = e.state.rates_now() if (e.state.dirty or not e.state.computed) else None
+    ledger = ledger_at(e.state.ledger, e.t, rates, now)
     unalloc = ledger_at(e.unallocated.ledger, e.t, None, now)
-    owed, used = rates if rates is not None else (e.owed_list, e.used_list)
+    owed, used = rates if rates is not None else (e.state.owed_list, e.state.used_list)
     debt = ledger.debt()
     ent, deliv = ledger.owed_sum, ledger.deliv_sum
     share_sum: dict[int, float] = {}
     for i, p in enumerate(tree.parent):
-        share_sum[p] = share_sum.get(p, 0.0) + e.shares[i]
+        share_sum[p] = share_sum.get(p, 0.0) + e.state.shares[i]
     eff = [0.0] * len(tree.paths)
     for i, p in enumerate(tree.parent):
-        eff[i] = e.shares[i] / share_sum[p] * (1.0 if p < 0 else eff[p])
+        eff[i] = e.state.shares[i] / share_sum[p] * (1.0 if p < 0 else eff[p])
     pend_n, run_n = [0] * len(tree.paths), [0] * len(tree.paths)
     pend_g, run_g = [0] * len(tree.paths), [0] * len(tree.paths)
-    for job in e.pending.jobs.values():
+    for job in e.state.pending.jobs.values():
         for a in tree.leaf_ancestors[job.leaf]:
             pend_n[a] += 1
             pend_g[a] += job.gpus
-    for jid, rv in e.running.items():
-        if e.detached.get(jid, 0) < 0:
+    for jid, rv in e.state.running.items():
+        if e.state.detached.get(jid, 0) < 0:
             continue  # its group left the policy and no ancestor survived: charged to no group
         for a in tree.leaf_ancestors[rv.job.leaf]:
             run_n[a] += 1
@@ -254,7 +255,7 @@ def build_view(
     rows = []
     for i, path in enumerate(tree.paths):
         p = tree.parent[i]
-        pr = priority(float(debt[i]), owed[i], used[i], float(ent[i]), e.knobs.lookahead)
+        pr = priority(float(debt[i]), owed[i], used[i], float(ent[i]), e.state.knobs.lookahead)
         owner, review = owners.get(path, (None, None))
         rows.append(
             NodeRow(
@@ -282,16 +283,16 @@ def build_view(
             )
         )
     names = e.node_names()
-    queue = queue_order(order, e.pending.jobs)
+    queue = queue_order(order, e.state.pending.jobs)
     pos = {j: k + 1 for k, j in enumerate(queue)}
     group_pos: dict[str, int] = {}
     seen_in_leaf: dict[int, int] = {}
     for j in queue:
-        leaf = e.pending.jobs[j].leaf
+        leaf = e.state.pending.jobs[j].leaf
         seen_in_leaf[leaf] = seen_in_leaf.get(leaf, 0) + 1
         group_pos[j] = seen_in_leaf[leaf]
     jobs: dict[str, JobRow] = {}
-    for jid in list(e.pending.jobs) + list(e.running):
+    for jid in list(e.state.pending.jobs) + list(e.state.running):
         jobs[jid] = _job_row(e, jid, names, pos.get(jid), group_pos.get(jid), why.get(jid))
     done = [
         j
@@ -308,13 +309,13 @@ def build_view(
         now=now,
         t=e.t,
         speed=speed,
-        strategy=e.strategy.name,
+        strategy=e.state.strategy.name,
         policy_sha=e.policy_sha,
-        lookahead=e.knobs.lookahead,
-        window=e.setup.window,
-        capacity=e.fleet.capacity,
-        gpus_total=sum(n.gpus for i, n in enumerate(e.nodes) if i not in e.fleet.retired),
-        gpus_busy=e.fleet.allocated,
+        lookahead=e.state.knobs.lookahead,
+        window=e.state.setup.window,
+        capacity=e.state.fleet.capacity,
+        gpus_total=sum(n.gpus for i, n in enumerate(e.state.nodes) if i not in e.state.fleet.retired),
+        gpus_busy=e.state.fleet.allocated,
         tree=tuple(rows),
         jobs=jobs,
         order=queue,
@@ -327,7 +328,7 @@ def build_view(
         status=dict(status),
         index={p: i for i, p in enumerate(tree.paths)},
         sides=tree,
-        recovery=e.recovery_json(),
+        recovery=e.state.recovery_json(),
     )
 
 
@@ -341,7 +342,7 @@ def _job_row(
 ) -> JobRow:
     rec = e.info[jid]
     r = rec.request
-    st = e.states.get(jid)
+    st = e.state.states.get(jid)
     waiting_since = st.pending_since if rec.state == "pending" and st is not None else None
     return JobRow(
         jid,
@@ -370,13 +371,13 @@ def _job_row(
         position,
         group_position,
         why if rec.state == "pending" else None,
-        jid in e.hung_since,
+        jid in e.state.hung_since,
         _reports(e, jid),
     )
 
 
 def _reports(e: LiveEngine, jid: str) -> Mapping[str, Any] | None:
-    rep = e.run_reports(jid)
+    rep = e.state.run_reports(jid)
     if rep is None or (rep.step is None and rep.resumed_from is None):
         return None
     return rep.as_json()
@@ -455,6 +456,7 @@ def explain(view: View, job_id: str) -> dict[str, Any] | None:
         )
         return out
     tree = view.sides
+    assert tree is not None  # a view with pending jobs is an engine's
     ahead = view.order[: (row.position or 1) - 1]
     same = 0
     by_side: dict[int, dict[str, int]] = {}
@@ -581,8 +583,8 @@ def quantiles(xs: Sequence[float]) -> dict[str, float | None]:
 
 def reader_order(engine: LiveEngine) -> tuple[tuple[str, ...], dict[str, str]]:
     """A reader's queue order and hold reasons: a pass on a copy of its engine (not acted on)."""
-    if not engine.pending.jobs:
+    if not engine.state.pending.jobs:
         return (), {}
     c = copy.deepcopy(engine)
-    d = decide(c.snapshot(), c.strategy, explain=True)
+    d = decide(c.state.snapshot(), c.state.strategy, explain=True)
     return tuple(d.order), dict(d.why_pending)
