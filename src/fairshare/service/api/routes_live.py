@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence, Sized
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -246,7 +246,9 @@ async def explain_(request: Request, _: FastCaller, job_id: Text) -> JSON:
 _SCHEDULED = frozenset({"start", "hold", "preempt", "reserve", "submit_rejected", "cancel"})
 
 
-def _pruned(request: Request, job_id: str, records: list[Any] | None, runs: list[Any] | None) -> bool:
+def _pruned(
+    request: Request, job_id: str, records: Sequence[audit.StoredRecord] | None, runs: Sized | None
+) -> bool:
     """The scheduler had the job (the audit or the usage knows it), and its engine's record is gone:
     it ended more than the retention period ago (LiveEngine.retention)."""
     e = _live(request).loop.engine

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Row, func, select, update
 
 from ...errors import InputError
 from . import schema
@@ -203,7 +203,7 @@ def count(tx: Tx) -> int:
     return int(tx.conn.execute(select(func.count()).select_from(schema.audit)).scalar_one())
 
 
-def rows(tx: Tx) -> Iterator[Any]:
+def rows(tx: Tx) -> Iterator[Row[Any]]:
     """Every stored row in seq order, a page at a time."""
     last: int | None = None
     while True:
