@@ -51,6 +51,7 @@ def test_a_sweep_on_slurm_writes_what_the_local_sweep_writes(dev_cluster: DevClu
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "variant v04 done" in r.stderr
+    assert "attempts" not in r.stderr, r.stderr  # a task waiting its turn in the array is not taken for gone
     # each variant ran as a task of a Slurm job array: submitit's folder holds one per task, named
     # by Slurm's ARRAYID_TASK
     tasks = [p.name for p in _tasks(remote / "slurm")]
