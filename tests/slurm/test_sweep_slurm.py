@@ -96,7 +96,10 @@ def test_a_variant_whose_slurm_job_is_cancelled_is_retried_and_reported(
                 cancelled = ids[0]
                 subprocess.run(["scancel", cancelled], env=env, check=True)
         time.sleep(0.2)
-    _, err = proc.communicate(timeout=600)
+    try:
+        _, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()  # (a sweep still waiting after 10 minutes is not left behind)
     assert cancelled, "no task of the sweep was seen pending or running in squeue"
     assert proc.returncode == 0, err
     # the tasks are the variants in order; the cancelled one ran twice, the other once
