@@ -276,13 +276,15 @@ def test_an_interrupt_while_the_chart_workers_start_stops_them_and_leaks_nothing
         "def boom(*a):\n"
         "    raise KeyboardInterrupt\n"
         "if sys.argv[1] == 'as-the-signals-unblock':\n"
-        "    html.interrupts = type('I', (), {'watch': staticmethod(boom), 'unwatch': staticmethod(interrupts.unwatch)})\n"
+        "    fake = {'watch': staticmethod(boom), 'unwatch': staticmethod(interrupts.unwatch)}\n"
+        "    html.interrupts = type('I', (), fake)\n"
         "pool = html.ChartPool(workers=2)\n"
         "try:\n"
         "    with pool:\n"
         "        raise KeyboardInterrupt\n"
         "except KeyboardInterrupt:\n"
-        "    print('stopped' if pool._pool is None or pool._pool._processes is None else 'running', flush=True)\n"
+        "    gone = pool._pool is None or pool._pool._processes is None\n"
+        "    print('stopped' if gone else 'running', flush=True)\n"
         "    os._exit(130)\n"
     )
     out = subprocess.run(

@@ -177,6 +177,58 @@ def test_the_cli_and_the_python_helper_report_over_http(live: Live, tmp_path: An
     assert (progress["step"], progress["resumed_from"], progress["checkpoint_path"]) == (120, 0, "/ckpt/100")
 
 
+def test_a_report_sent_while_the_service_is_not_listening_yet_is_sent_again_once_it_is(live: Live) -> None:
+    """A job that reports while the service restarts (connection refused) is not lost: the helper
+    tries again after RETRY_DELAYS_S; here the service starts listening during the second wait."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    from fairshare.client import report
+
+    secret = _submit_running(live, "rep-7")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(live.client.app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 2:
+            thread.start()
+            for _ in range(200):
+                if server.started:
+                    return
+                time.sleep(0.05)
+
+    target = report.Target(f"http://127.0.0.1:{port}", "rep-7", secret)
+    try:
+        assert report.send("progress", {"step": 5}, target, sleep=sleep)["state"] == "accepted"
+    finally:
+        server.should_exit = True
+        if thread.is_alive():
+            thread.join(10)
+    assert waits == list(report.RETRY_DELAYS_S[:2])
+
+
+def test_a_service_that_never_listens_is_reported_after_the_retries() -> None:
+    import socket
+
+    from fairshare.client import report
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    waits: list[float] = []
+    target = report.Target(f"http://127.0.0.1:{port}", "j1", "fs_x")
+    with pytest.raises(report.ReportError, match="cannot reach"):
+        report.send("progress", {"step": 1}, target, sleep=waits.append)
+    assert waits == list(report.RETRY_DELAYS_S)
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from fairshare.service.loop.live_service import LiveService
 from fairshare.service.loop.reports import Report
+from fairshare.service.storage.roles import Principal
 
 from .slurm_helpers import Rig, rig
 
@@ -97,3 +99,83 @@ def test_a_requeue_past_protection_loses_the_time_since_the_reported_checkpoint(
         rec = e.state.recovery_json()["train"]
         assert (rec["restarts"], rec["resumed"], rec["steps_lost"]) == (1, 1, 0)
         assert rec["restart_to_first_progress_s"] is not None
+
+
+def _requeued_victim(r: Rig) -> tuple[str, int]:
+    """Four research runs that checkpointed, one requeued for a product job: (the victim, a job
+    still running whose end frees GPUs for the victim's restart)."""
+    research = [r.fake.submit("research", 8, comment=PROTECT, time_limit_s=4 * 3600) for _ in range(4)]
+    r.tick(schedule=False)
+    r.tick()
+    for j in research:
+        _report(r, j, "checkpoint", 100)
+    r.tick(CYCLE)
+    waiting = r.fake.submit("product", 8, comment=PROTECT)
+    e = r.loop.engine
+    assert e is not None
+    for _ in range(40):
+        r.tick(CYCLE)
+        if str(waiting) in e.running:
+            break
+    (preempt,) = r.records("preempt")
+    other = next(j for j in research if str(j) != preempt.job)
+    for _ in range(4):  # past Slurm's requeue delay: the victim waits, eligible
+        r.tick(CYCLE, schedule=False)
+    assert preempt.job in e.pending.jobs
+    return preempt.job, other
+
+
+ADMIN = Principal(0, "ops", "admin", None)
+
+
+@pytest.mark.parametrize(
+    "slurm_starts_it",
+    [
+        pytest.param("before_the_report", id="the_restart_reports_before_the_loop_read_its_start"),
+        pytest.param("after_the_loops_read", id="the_report_is_taken_in_the_cycle_that_read_before_it"),
+    ],
+)
+def test_a_restarts_resumed_report_sent_before_the_loop_saw_it_start_is_held_and_counted(
+    db: str, slurm_starts_it: str
+) -> None:
+    with rig(db) as r:
+        victim, other = _requeued_victim(r)
+        e = r.loop.engine
+        assert e is not None
+        live = LiveService(r.store, r.loop)
+        live.wait_s = 0.0  # the test cycles the loop itself
+        r.fake.finish(other)
+        if slurm_starts_it == "before_the_report":
+            assert int(victim) in r.fake.schedule()  # Slurm restarts it; the loop has not read Slurm since
+            r.loop.publish(force=True)
+            assert r.loop.view.jobs[victim].state == "pending"
+            answer = live.report(ADMIN, victim, "resumed", 100, None)
+            assert answer["state"] == "queued"
+            r.tick(CYCLE, schedule=False)  # the loop reads the start, then takes the report
+        else:  # the report reaches the inbox after this cycle's read: held to the next
+            r.loop.publish(force=True)
+            live.report(ADMIN, victim, "resumed", 100, None)
+            r.tick(CYCLE, schedule=False)
+            assert victim not in e.running and r.loop.inbox.queue
+            _report(r, int(victim), "progress", 101)  # the job's next report stays behind it
+            r.tick(CYCLE)  # Slurm restarts it; the loop reads it, then takes both reports
+        assert victim in e.running and not r.loop.inbox.queue
+        rep = e.run_reports(victim)
+        assert rep is not None and rep.resumed_from == 100
+        rec = e.recovery_json()["train"]
+        assert (rec["restarts"], rec["resumed"], rec["steps_lost"]) == (1, 1, 0)
+        assert [x.job for x in r.records("resumed")] == [victim]
+
+
+def test_a_report_for_a_job_that_stays_pending_is_refused_after_the_loops_next_read(db: str) -> None:
+    with rig(db) as r:
+        victim, _ = _requeued_victim(r)  # no GPUs free: it stays pending
+        r.loop.publish(force=True)
+        report = Report(victim, "resumed", 100, None, "test", early=True)
+        r.loop.inbox.put(report)
+        r.tick(CYCLE)
+        assert not report.done.is_set()  # held: it may have come after this cycle's read
+        r.tick(CYCLE)
+        assert report.done.is_set() and report.error is not None
+        assert "not running" in report.error
+        assert not r.loop.inbox.queue and not r.records("resumed")

@@ -126,12 +126,6 @@ def test_jobs_report_through_the_cli_and_a_silent_one_is_requeued_no_progress(
         assert not [r for r in records(loop, "no_progress") if r.job in steady]
 
 
-@pytest.mark.xfail(
-    reason="known failure after the merge of issues 16-21 (passed on the progress branch alone): the "
-    "requeued job's restart does not report `resumed` within 90 s on the integrated main; the lost-work "
-    "part of this test passes. Open in the closing note of the session that merged it.",
-    strict=False,
-)
 def test_a_requeue_past_protection_loses_the_time_since_the_last_checkpoint_and_the_restart_resumes(
     real: RealHarness, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:

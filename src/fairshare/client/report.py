@@ -9,7 +9,10 @@ Where to: `FAIRSHARE_URL` (the service, e.g. http://fairshare:8080); which job: 
 else `SLURM_JOB_ID`; the credential: `FAIRSHARE_JOB_TOKEN`, the job's own token returned when it
 was submitted (it can report for that job only and read nothing). Each call is one small HTTP POST
 (standard library only, so a training loop imports nothing heavy) with a short timeout; a refusal
-raises `ReportError` with the service's one-line reason.
+raises `ReportError` with the service's one-line reason. A service that refuses the connection
+(restarting, or not yet listening) is tried again a few times over about 7 s: the report had not
+reached it, so sending it again cannot count it twice. A timeout is not retried (the service may
+have taken the report).
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 TIMEOUT_S = 10.0
+RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)  # after a refused connection: ~7.5 s in all
 
 
 class ReportError(RuntimeError):
@@ -75,8 +79,33 @@ def _munge(env: Mapping[str, str]) -> str:
     return done.stdout.strip()
 
 
-def send(kind: str, body: Mapping[str, Any], target: Target | None = None) -> dict[str, Any]:
-    """POST one report; returns the service's answer (`state`: accepted or queued, `changed`)."""
+def send(
+    kind: str,
+    body: Mapping[str, Any],
+    target: Target | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> dict[str, Any]:
+    """POST one report; returns the service's answer (`state`: accepted or queued, `changed`).
+    A refused connection is tried again after each of RETRY_DELAYS_S (`sleep` waits them)."""
+    import time
+
+    wait = sleep or time.sleep
+    for delay in RETRY_DELAYS_S:
+        try:
+            return _post(kind, body, target)
+        except _Refused:
+            wait(delay)
+    try:
+        return _post(kind, body, target)
+    except _Refused as exc:
+        raise ReportError(str(exc)) from None
+
+
+class _Refused(ReportError):
+    """The service refused the connection: the report did not reach it."""
+
+
+def _post(kind: str, body: Mapping[str, Any], target: Target | None) -> dict[str, Any]:
     to = target or Target.from_env()
     req = urllib.request.Request(
         f"{to.url}/api/jobs/{urllib.parse.quote(to.job, safe='')}/{kind}",
@@ -95,7 +124,9 @@ def send(kind: str, body: Mapping[str, Any], target: Target | None = None) -> di
             message = exc.reason
         raise ReportError(f"job {to.job}: {kind} refused ({exc.code}): {message}") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise ReportError(f"job {to.job}: cannot reach {to.url}: {exc}") from None
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        kind_of = _Refused if isinstance(reason, ConnectionRefusedError) else ReportError
+        raise kind_of(f"job {to.job}: cannot reach {to.url}: {exc}") from None
 
 
 def progress(step: int, target: Target | None = None) -> dict[str, Any]:

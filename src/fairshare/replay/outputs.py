@@ -15,7 +15,8 @@ import math
 import os
 import shutil
 import stat
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -235,47 +236,16 @@ def listed_files(marker: dict[str, Any], where: str) -> dict[str, tuple[int, str
 def read_verified(path: Path, size: int, digest: str) -> bytes:
     """The bytes of `path`, which must be a regular file of exactly `size` bytes whose SHA-256 is
     `digest`; an InputError otherwise (read once: what is checked is what is returned)."""
-    where = str(path)
-    try:
-        fd, actual = _open_regular(path, MAX_OUTPUT_FILE_BYTES)
-    except (FileNotFoundError, NotADirectoryError):
-        raise InputError(where, "", f"missing, though {MARKER} lists it: the folder is incomplete") from None
-    try:
-        if actual != size:
-            raise InputError(
-                where,
-                "",
-                f"{actual:,} bytes, but {MARKER} says {size}: the file was changed or cut short "
-                "after the run wrote it; run the replay again",
-            )
+    with _listed_file(path, size) as fd:
         data = _read_at_most(fd, size)
-    finally:
-        os.close(fd)
     if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
-        raise InputError(
-            where,
-            "",
-            f"its SHA-256 is not the one {MARKER} lists: the file was changed after the run wrote it; "
-            "run the replay again",
-        )
+        raise _changed(path)
     return data
 
 
 def verify_file(path: Path, size: int, digest: str) -> None:
     """As read_verified, hashing the file in pieces (memory stays small for a large file)."""
-    where = str(path)
-    try:
-        fd, actual = _open_regular(path, MAX_OUTPUT_FILE_BYTES)
-    except (FileNotFoundError, NotADirectoryError):
-        raise InputError(where, "", f"missing, though {MARKER} lists it: the folder is incomplete") from None
-    try:
-        if actual != size:
-            raise InputError(
-                where,
-                "",
-                f"{actual:,} bytes, but {MARKER} says {size}: the file was changed or cut short "
-                "after the run wrote it; run the replay again",
-            )
+    with _listed_file(path, size) as fd:
         h, left = hashlib.sha256(), size + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))
@@ -283,15 +253,38 @@ def verify_file(path: Path, size: int, digest: str) -> None:
                 break
             h.update(chunk)
             left -= len(chunk)
+    if left != 1 or h.hexdigest() != digest:
+        raise _changed(path)
+
+
+@contextmanager
+def _listed_file(path: Path, size: int) -> Iterator[int]:
+    """An open descriptor of `path`, a regular file the marker lists with `size` bytes."""
+    where = str(path)
+    try:
+        fd, actual = _open_regular(path, MAX_OUTPUT_FILE_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(where, "", f"missing, though {MARKER} lists it: the folder is incomplete") from None
+    try:
+        if actual != size:
+            raise InputError(
+                where,
+                "",
+                f"{actual:,} bytes, but {MARKER} says {size}: the file was changed or cut short "
+                "after the run wrote it; run the replay again",
+            )
+        yield fd
     finally:
         os.close(fd)
-    if left != 1 or h.hexdigest() != digest:
-        raise InputError(
-            where,
-            "",
-            f"its SHA-256 is not the one {MARKER} lists: the file was changed after the run wrote it; "
-            "run the replay again",
-        )
+
+
+def _changed(path: Path) -> InputError:
+    return InputError(
+        str(path),
+        "",
+        f"its SHA-256 is not the one {MARKER} lists: the file was changed after the run wrote it; "
+        "run the replay again",
+    )
 
 
 def verified_folder(folder: Path, reading: Collection[str] = ()) -> dict[str, Any]:

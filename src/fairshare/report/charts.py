@@ -73,7 +73,8 @@ _WAIT_TICKS = (
 
 
 @contextmanager
-def _style() -> Iterator[None]:
+def chart_style() -> Iterator[None]:
+    """The charts' matplotlib settings (one look for every chart of the report and the sweep)."""
     # svg.fonttype "none" writes text as text: the browser draws every glyph with its own fonts, so
     # matplotlib's "Glyph ... missing from font(s) DejaVu Sans" (emoji or other scripts in group
     # names) only concerns its layout estimate, and is not shown to the user.
@@ -82,10 +83,10 @@ def _style() -> Iterator[None]:
         yield
 
 
-def _svg(fig: Figure, prefix: str) -> str:
+def figure_svg(fig: Figure, prefix: str) -> str:
     """Inline SVG markup of a figure; element ids prefixed so several SVGs can share one page."""
     buf = io.StringIO()
-    with _style():
+    with chart_style():
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
     text = text[text.index("<svg") :]
@@ -109,7 +110,7 @@ def _empty(ax: Axes, message: str) -> None:
 
 def _grid(n: int, ncols: int, height: float) -> tuple[Figure, list[Axes]]:
     cols, rows = max(1, min(n, ncols)), max(1, math.ceil(n / ncols))
-    with _style():
+    with chart_style():
         fig, axes = plt.subplots(
             rows, cols, figsize=(10.0, height * rows), layout="constrained", squeeze=False
         )
@@ -123,7 +124,7 @@ def _wait_cdf(results: Sequence[ReplayResult]) -> Figure:
     classes = class_names(results) or ["(no classes)"]
     colors = _colors(results)
     fig, axes = _grid(len(classes), 3, 3.2)
-    with _style():
+    with chart_style():
         finite = [w for r in results for ws in r.waits.values() for w in ws if math.isfinite(w)]
         longest = max([*finite, 3600.0])
         ticks = [(v, label) for v, label in _WAIT_TICKS if v <= longest * 1.5]
@@ -171,7 +172,7 @@ def _delivery(results: Sequence[ReplayResult]) -> Figure:
     )
     color = {g: _GROUP_COLORS[i % len(_GROUP_COLORS)] for i, g in enumerate(groups)}
     fig, axes = _grid(len(results), 2, 3.4)
-    with _style():
+    with chart_style():
         for ax, r in zip(axes, results, strict=False):
             ax.set_title(r.strategy)
             xs = [t / scale for t in r.series.t]
@@ -199,7 +200,7 @@ def _delivery(results: Sequence[ReplayResult]) -> Figure:
 def _occupancy(results: Sequence[ReplayResult]) -> Figure:
     scale, xlabel = _time_axis(results)
     colors = _colors(results)
-    with _style():
+    with chart_style():
         fig, ax = plt.subplots(figsize=(10.0, 3.2), layout="constrained")
         drawn = False
         for r, c in zip(results, colors, strict=True):
@@ -230,7 +231,7 @@ def _occupancy(results: Sequence[ReplayResult]) -> Figure:
 def _lost_work(results: Sequence[ReplayResult]) -> Figure:
     groups = _top_groups(list(dict.fromkeys(g for r in results for g in r.lost_gpu_h)))
     colors = _colors(results)
-    with _style():
+    with chart_style():
         fig, ax = plt.subplots(figsize=(10.0, 3.2), layout="constrained")
         width = 0.8 / max(1, len(results))
         for i, (r, c) in enumerate(zip(results, colors, strict=True)):
@@ -264,6 +265,6 @@ def chart_svg(name: str, results: Sequence[ReplayResult], prefix: str) -> str:
     """One chart of CHARTS as inline SVG markup, its element ids prefixed with `prefix`."""
     fig = CHARTS[name](results)
     try:
-        return _svg(fig, prefix)
+        return figure_svg(fig, prefix)
     finally:
         plt.close(fig)

@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from ..report.charts import _style, _svg
+from ..report.charts import chart_style, figure_svg
 from .decide import Decisions
 from .summary import Summary
 
@@ -17,7 +17,7 @@ from .summary import Summary
 def _scatter(
     points: Sequence[tuple[str, float, float]], front: Sequence[str], xlabel: str, prefix: str
 ) -> str:
-    with _style():
+    with chart_style():
         fig, ax = plt.subplots(figsize=(7.0, 4.2), layout="constrained")
     xs = [x for _, x, _ in points]
     ys = [y / 3600 for _, _, y in points]
@@ -34,7 +34,7 @@ def _scatter(
     ax.set_xlabel(xlabel)
     ax.set_ylabel("wait p90 (hours)")
     ax.grid(alpha=0.3)
-    svg = _svg(fig, prefix)
+    svg = figure_svg(fig, prefix)
     plt.close(fig)
     return svg
 

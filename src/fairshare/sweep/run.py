@@ -165,6 +165,7 @@ class SlurmExecutor:
         self.timeout_min = timeout_min
         self.extra = extra or {}
         self.poll = poll
+        self.name = str(self.extra.get("name", "fairshare-sweep"))
 
     def _executor(self) -> Any:
         import submitit
@@ -176,7 +177,7 @@ class SlurmExecutor:
             "cpus_per_task": 1,
             "tasks_per_node": 1,
             "nodes": 1,
-            "name": "fairshare-sweep",
+            "name": self.name,
         }
         if self.partition:
             params["slurm_partition"] = self.partition
@@ -190,6 +191,7 @@ class SlurmExecutor:
         todo = list(tasks)
         finished: list[Outcome] = []
         jobs: list[tuple[Task, Any]] = []
+        absent: dict[str, int] = {}  # job -> consecutive looks Slurm did not have it, unfinished
         try:
             while todo or jobs:
                 if todo:
@@ -201,15 +203,19 @@ class SlurmExecutor:
                     todo = []
                 time.sleep(self.poll)
                 still: list[tuple[Task, Any]] = []
+                queued: list[set[str] | None] = []  # squeue's answer, asked once per look
                 for task, job in jobs:
-                    if not job.done():
+                    if job.done():
+                        try:
+                            code = int(job.result())
+                        except Exception:  # the job failed, was preempted or killed: Slurm's end
+                            code = -1
+                    elif self._vanished(str(job.job_id), queued, absent):
+                        code = -1  # Slurm dropped it unfinished, with no record to say so
+                    else:
                         still.append((task, job))
                         continue
                     outcome = outcomes[task.id]
-                    try:
-                        code = int(job.result())
-                    except Exception:  # the job failed, was preempted or killed: Slurm's end
-                        code = -1
                     outcome.attempts.append(code)
                     if code not in (0, EXIT_BAD_INPUT) and len(outcome.attempts) <= self.retries:
                         todo.append(task)
@@ -222,6 +228,35 @@ class SlurmExecutor:
                 job.cancel(check=False)
             raise
         return finished
+
+    def _vanished(self, job_id: str, queued: list[set[str] | None], absent: dict[str, int]) -> bool:
+        """Whether an unfinished job (no result, no end in sacct) is gone from Slurm: not in squeue
+        at two looks in a row. A task of a job array cancelled while it pended has no accounting
+        record, so submitit's watcher would wait for it for ever. (Two looks: a task that ends
+        between submitit's look at its result and squeue's answer is not taken for gone.)"""
+        if not queued:
+            queued.append(self.in_squeue())
+        ids = queued[0]
+        if ids is None or job_id in ids:  # squeue could not say, or Slurm still has it
+            absent.pop(job_id, None)
+            return False
+        absent[job_id] = absent.get(job_id, 0) + 1
+        return absent[job_id] >= 2
+
+    def in_squeue(self) -> set[str] | None:
+        """The ids Slurm still has (pending, running or completing) of the jobs named as the
+        sweep's, one per array task (ARRAYID_TASK); None when squeue fails."""
+        try:
+            done = subprocess.run(
+                ["squeue", "-h", "-r", "-n", self.name, "-o", "%i"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return set(done.stdout.split()) if done.returncode == 0 else None
 
 
 def default_workers() -> int:

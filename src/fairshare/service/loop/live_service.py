@@ -115,10 +115,11 @@ class LiveService:
             raise NotFound(f"no pending or running job {job_id!r}")
         if caller.role == "munge" and (row.user is None or row.user != caller.node):
             raise Forbidden(f"user {caller.node} may not report for job {job_id}: it is not their job")
-        if row.state != "running":
+        if row.state not in ("running", "pending"):
             raise Conflict(f"job {job_id} is {row.state}: only a running job reports its progress")
         self._writer_backend()
-        r = Report(job_id, kind, step, path, caller.describe())
+        # pending in the view: its run may have started since the loop's last read (loop/reports.py)
+        r = Report(job_id, kind, step, path, caller.describe(), early=row.state == "pending")
         self.loop.inbox.put(r)
         self.loop.wake.set()
         if not r.done.wait(self.wait_s):

@@ -6,6 +6,13 @@ and waits for its answer; the loop takes the inbox at `now`, in arrival order, a
 with the engine's reason (a regressing counter, a job not running). Accepted reports that change
 something are audited (`progress`, `checkpoint`, `resumed`), and so is a run the stall rule flags
 (`no_progress`, with the evidence: the last step, when it was reported, the class's max_stall).
+
+A report can come before the loop saw its run start: on Slurm a job starts on Slurm's own schedule
+and the loop learns of it at its next read, but a restarted job reports `resumed` at once. Such an
+`early` report (the job still pending in the loop's view) is held until the loop has read the
+cluster after it arrived: one cycle more if the engine does not have the run yet when it is taken
+(the report may have come after that cycle's read); then it is accepted or refused as any other.
+The job's later reports stay behind it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ class Report:
     step: int
     path: str | None = None
     by: str = ""
+    early: bool = False  # the job was pending in the loop's view: held for the loop's next read
     done: threading.Event = field(default_factory=threading.Event)
     changed: bool = False
     error: str | None = None
@@ -49,8 +57,16 @@ class Inbox:
     def take(self, e: LiveEngine, audits: list[AuditRecord]) -> None:
         """At the engine's current instant: the reports waiting, then the runs newly stalled."""
         t = e.t
+        held: list[Report] = []
         while self.queue:
             r = self.queue.popleft()
+            if r.early and r.job not in e.running and r.job in e.pending.jobs:
+                r.early = False  # held once: at the next take the loop has read the cluster since
+                held.append(r)
+                continue
+            if any(h.job == r.job for h in held):
+                held.append(r)  # behind the job's held report
+                continue
             try:
                 if r.kind == "checkpoint":
                     r.changed = e.state.checkpoint(r.job, r.step, t, r.path)
@@ -72,6 +88,7 @@ class Inbox:
                     evidence["path"] = r.path
                 audits.append(AuditRecord(t, r.kind, r.job, evidence, e.policy_sha))
             r.done.set()
+        self.queue.extendleft(reversed(held))  # first at the next take, in their order
         self.flag(e, audits)
 
     def flag(self, e: LiveEngine, audits: list[AuditRecord]) -> None:
