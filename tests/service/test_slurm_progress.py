@@ -115,13 +115,13 @@ def _requeued_victim(r: Rig) -> tuple[str, int]:
     assert e is not None
     for _ in range(40):
         r.tick(CYCLE)
-        if str(waiting) in e.running:
+        if str(waiting) in e.state.running:
             break
     (preempt,) = r.records("preempt")
     other = next(j for j in research if str(j) != preempt.job)
     for _ in range(4):  # past Slurm's requeue delay: the victim waits, eligible
         r.tick(CYCLE, schedule=False)
-    assert preempt.job in e.pending.jobs
+    assert preempt.job in e.state.pending.jobs
     return preempt.job, other
 
 
@@ -156,13 +156,13 @@ def test_a_restarts_resumed_report_sent_before_the_loop_saw_it_start_is_held_and
             r.loop.publish(force=True)
             live.report(ADMIN, victim, "resumed", 100, None)
             r.tick(CYCLE, schedule=False)
-            assert victim not in e.running and r.loop.inbox.queue
+            assert victim not in e.state.running and r.loop.inbox.queue
             _report(r, int(victim), "progress", 101)  # the job's next report stays behind it
             r.tick(CYCLE)  # Slurm restarts it; the loop reads it, then takes both reports
-        assert victim in e.running and not r.loop.inbox.queue
-        rep = e.run_reports(victim)
+        assert victim in e.state.running and not r.loop.inbox.queue
+        rep = e.state.run_reports(victim)
         assert rep is not None and rep.resumed_from == 100
-        rec = e.recovery_json()["train"]
+        rec = e.state.recovery_json()["train"]
         assert (rec["restarts"], rec["resumed"], rec["steps_lost"]) == (1, 1, 0)
         assert [x.job for x in r.records("resumed")] == [victim]
 

@@ -60,7 +60,7 @@ class Inbox:
         held: list[Report] = []
         while self.queue:
             r = self.queue.popleft()
-            if r.early and r.job not in e.running and r.job in e.pending.jobs:
+            if r.early and r.job not in e.state.running and r.job in e.state.pending.jobs:
                 r.early = False  # held once: at the next take the loop has read the cluster since
                 held.append(r)
                 continue
