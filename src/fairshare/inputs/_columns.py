@@ -4,9 +4,10 @@
 at 2,000,000 rows of 18 columns that took about 13 s of CPU. `ColumnChecker.check` reads a
 `CsvBlock` (rows.py) by the quick reader's rules, column by column: the job ids as one set, the
 submit and deadline times converted with `map(float, ...)` and their range checked once per
-column, and every other value once per distinct cell (remembered from block to block): groups,
-classes, users, labels, durations, and the shapes (GPUs, nodes, GPU types, CPUs, memory) and
-contracts (class, protected, resumable, checkpoint) as distinct tuples of cells.
+column, every other value once per distinct cell of the block (groups, classes, users, labels,
+durations), and the shapes (GPUs, nodes, GPU types, CPUs, memory) and contracts (class,
+protected, resumable, checkpoint) once per distinct tuple of cells. Groups, classes, users,
+labels, shapes and contracts found good are remembered from block to block (up to _CACHE_MAX each).
 
 It gives the block's result only when the quick reader would have read every row of it; otherwise
 it returns None before changing anything, and the caller checks the block row by row the usual
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from .policy import JobClass
     from .workload import WorkloadBuilder
 
-_CACHE_MAX = 10_000  # distinct cells remembered per kind: bounded memory
+_CACHE_MAX = 100_000  # distinct cells (or tuples of them) remembered per kind: bounded memory
 #: Optional numbers checked only for their range: (low, high, whether low itself is refused).
 _RANGES = {
     "estimate": (0.0, limits.MAX_DURATION, True),
@@ -89,7 +90,7 @@ class ColumnChecker:
         self.b, self.quick = builder, builder.quick
         self.at = {k: i - 1 for k, i in columns.items()}
         self.deadline_at = f"column {columns['deadline']} (deadline)" if "deadline" in columns else ""
-        self.good: dict[str, set[str]] = {k: set() for k in ("group", "user", "label", *_RANGES)}
+        self.good: dict[str, set[str]] = {k: set() for k in ("group", "user", "label")}
         self.classes: dict[str, JobClass] = {}
         self.shapes: set[tuple[str, ...]] = set()  # shapes (cells) known to fit
         self.contracts: dict[tuple[str, ...], bool] = {}  # contracts (cells) -> whether capped
@@ -181,15 +182,15 @@ class ColumnChecker:
         return True
 
     def _ranges(self, sets: dict[str, set[str]]) -> bool:
-        """work (required), estimate and stall_after: numbers in their range, each distinct cell once."""
+        """work (required), estimate and stall_after: numbers in their range, each distinct cell of
+        the block once (not remembered: converting one is as quick as looking it up)."""
         for key, (low, high, above) in _RANGES.items():
-            todo = sets.get(key, set()).difference(self.good[key])
-            xs = _numbers(list(todo))
+            cells = sets.get(key, ())
+            xs = _numbers(list(cells))
             if xs is None or not _within(xs[1], low, high, above=above):
                 return False
-            if key == "work" and len(xs[1]) != len(todo):  # a blank work
+            if key == "work" and len(xs[1]) != len(cells):  # a blank work
                 return False
-            self._remember(key, todo)
         return True
 
     def _shapes(self, shapes: Iterable[tuple[str, ...]]) -> bool:
