@@ -226,15 +226,72 @@ def text_lines(path: Path) -> Iterator[str]:
             if not raw:
                 return
             n += 1
-            if len(raw) > most:
-                raise InputError(
-                    where, f"line {n}", f"the line is longer than {most:,} bytes (the limit for one line)"
-                )
+            yield _line(raw, n, where, most)
+
+
+def _line(raw: bytes, n: int, where: str, most: int) -> str:
+    """Line `n` of a table (its bytes, with its '\\n'), decoded; InputError if it is too long or
+    not UTF-8."""
+    if len(raw) > most:
+        raise InputError(
+            where, f"line {n}", f"the line is longer than {most:,} bytes (the limit for one line)"
+        )
+    try:
+        return raw.decode("utf-8-sig" if n == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        column = len(raw[: exc.start].decode("utf-8-sig", "replace")) + 1
+        raise InputError(
+            where, f"line {n}, column {column}", f"not UTF-8 text (the byte 0x{raw[exc.start]:02x})"
+        ) from None
+
+
+def text_chunks(path: Path) -> Iterator[str]:
+    """The text of a table input in pieces of whole lines (about 1 MiB each; the last piece may end
+    without '\\n'): what `text_lines` gives, joined, with the same errors after the same lines (the
+    file is read in the same 1 MiB steps, so a cap passed or a damaged gzip stream is found when
+    the same lines have been given). A piece holding a line too long or a byte that is not UTF-8
+    is given line by line up to it, and that line is the error."""
+    where = str(path)
+    most = limits.MAX_LINE_BYTES
+    with open_input(path) as f:
+        n = 0  # lines given so far
+        rest = b""  # the start of a line not ended yet
+        while True:
             try:
-                text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                column = len(raw[: exc.start].decode("utf-8-sig", "replace")) + 1
+                data = f.read(_CHUNK)
+            except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+                raise _gzip_errors(where, exc) from None
+            except OSError as exc:
+                raise InputError(where, "", _os_message(exc)) from None
+            buf = rest + data if rest else data
+            cut = buf.rfind(b"\n") + 1 if data else len(buf)  # at the end, the last line has no '\n'
+            whole, rest = buf[:cut], buf[cut:]
+            if whole:
+                first = whole.find(b"\n") + 1 or len(whole)
+                plain = first <= most and (len(data) <= most or max(map(len, whole.split(b"\n"))) < most)
+                try:
+                    text = whole.decode("utf-8-sig" if n == 0 else "utf-8") if plain else None
+                except UnicodeDecodeError:
+                    text = None
+                if text is None:  # the line at fault is an error, after the lines before it
+                    for raw in _split_lf(whole):
+                        n += 1
+                        yield _line(raw, n, where, most)
+                else:
+                    n += whole.count(b"\n")
+                    yield text
+            if len(rest) > most:
                 raise InputError(
-                    where, f"line {n}, column {column}", f"not UTF-8 text (the byte 0x{raw[exc.start]:02x})"
-                ) from None
-            yield text
+                    where, f"line {n + 1}", f"the line is longer than {most:,} bytes (the limit for one line)"
+                )
+            if not data:
+                return
+
+
+def _split_lf(data: bytes) -> list[bytes]:
+    """The lines of `data` ending at '\\n' only, each with its '\\n'."""
+    parts = data.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines

@@ -8,9 +8,12 @@ The workload builder (fairshare.inputs.workload) turns rows into jobs.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from collections.abc import Iterator, Sequence
+from itertools import chain, islice
+from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ from .._units import parse_duration
 from ..errors import InputError
 from . import limits
 from ._validation import reading_errors, text_problem
-from .reader import text_lines
+from .reader import text_chunks, text_lines
 
 COLUMNS = (
     "job_id",
@@ -188,48 +191,141 @@ def csv_rows(path: Path) -> Iterator[Row]:
     where = str(path)
     with reading_errors(where):
         reader = csv.reader(text_lines(path))
+        header, columns = _csv_header(reader, path)
+        yield from _csv_records(reader, path, header, columns, reader.line_num + 1)
+
+
+def _csv_header(reader: Iterator[list[str]], path: Path) -> tuple[list[str], dict[str, int]]:
+    """The header of a workload CSV (names stripped) and each column's number (from 1)."""
+    where = str(path)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise InputError(where, "line 1", "empty file: expected a header row") from None
+    except csv.Error as exc:
+        raise _csv_error(path, 1, (), exc) from None
+    header = [h.strip() for h in header]
+    columns: dict[str, int] = {}
+    for i, key in enumerate(header, start=1):
+        if key not in COLUMNS:
+            raise InputError(
+                where,
+                f"line 1, column {i} ({key})",
+                f"unknown column {key!r} (known: {', '.join(COLUMNS)})",
+            )
+        if key in columns:
+            raise InputError(
+                where,
+                f"line 1, column {i} ({key})",
+                f"duplicate column {key!r} (also column {columns[key]})",
+            )
+        columns[key] = i
+    for key in REQUIRED:
+        if key not in columns:
+            raise InputError(where, "line 1", f"required column {key!r} is missing")
+    return header, columns
+
+
+def _csv_records(
+    reader: Any, path: Path, header: list[str], columns: dict[str, int], line: int, offset: int = 0
+) -> Iterator[Row]:
+    """The records of `reader` from the one starting on line `line` of the file; the reader's own
+    line count starts `offset` lines into the file."""
+    where = str(path)
+    width = len(header)
+    while True:
         try:
-            header = next(reader)
+            cells = next(reader)
         except StopIteration:
-            raise InputError(where, "line 1", "empty file: expected a header row") from None
-        except csv.Error as exc:
-            raise _csv_error(path, 1, (), exc) from None
-        header = [h.strip() for h in header]
-        columns: dict[str, int] = {}
-        for i, key in enumerate(header, start=1):
-            if key not in COLUMNS:
-                raise InputError(
-                    where,
-                    f"line 1, column {i} ({key})",
-                    f"unknown column {key!r} (known: {', '.join(COLUMNS)})",
-                )
-            if key in columns:
-                raise InputError(
-                    where,
-                    f"line 1, column {i} ({key})",
-                    f"duplicate column {key!r} (also column {columns[key]})",
-                )
-            columns[key] = i
-        for key in REQUIRED:
-            if key not in columns:
-                raise InputError(where, "line 1", f"required column {key!r} is missing")
-        width = len(header)
-        line = reader.line_num + 1  # where the next record starts
-        while True:
-            try:
-                cells = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:  # e.g. a quote never closed runs into the cell size limit
-                raise _csv_error(path, line, header, exc) from None
-            start, line = line, reader.line_num + 1
-            if not cells or (not cells[0].strip() and all(not c.strip() for c in cells)):
+            return
+        except csv.Error as exc:  # e.g. a quote never closed runs into the cell size limit
+            raise _csv_error(path, line, header, exc) from None
+        end = offset + reader.line_num
+        start, line = line, end + 1
+        if not cells or (not cells[0].strip() and all(not c.strip() for c in cells)):
+            continue
+        if start != end or cells[-1].endswith(("\n", "\r")):
+            spanning(where, start, end, cells, header)
+        if len(cells) != width:
+            raise InputError(where, f"line {start}", f"expected {width} cells, got {len(cells)}")
+        yield Row(where, start, None, columns, cells, header)
+
+
+#: Lines of a workload CSV read and parsed together by `csv_blocks`.
+BLOCK_LINES = 512
+_ENDS_IN_BREAK = methodcaller("endswith", ("\n", "\r"))
+
+
+class CsvBlock:
+    """Consecutive records of a workload CSV, one a line (line `first_line + j` is `cells[j]`), each
+    of the header's width and none with a line break in a cell; some may be blank (all cells
+    empty), which `rows` skips as `csv_rows` does."""
+
+    __slots__ = ("cells", "columns", "first_line", "header", "where")
+
+    def __init__(
+        self, where: str, first_line: int, columns: dict[str, int], header: list[str], cells: list[list[str]]
+    ) -> None:
+        self.where, self.first_line, self.columns, self.header = where, first_line, columns, header
+        self.cells = cells
+
+    def row(self, j: int) -> Row:
+        return Row(self.where, self.first_line + j, None, self.columns, self.cells[j], self.header)
+
+    def rows(self) -> Iterator[Row]:
+        """The block's rows one by one, as `csv_rows` gives them."""
+        for j, cells in enumerate(self.cells):
+            if not cells[0].strip() and all(not c.strip() for c in cells):
                 continue
-            if start != reader.line_num or cells[-1].endswith(("\n", "\r")):
-                spanning(where, start, reader.line_num, cells, header)
-            if len(cells) != width:
-                raise InputError(where, f"line {start}", f"expected {width} cells, got {len(cells)}")
-            yield Row(where, start, None, columns, cells, header)
+            yield self.row(j)
+
+
+def csv_blocks(path: Path) -> Iterator[CsvBlock | Row]:
+    """The records of a workload CSV as `csv_rows` gives them, but up to `BLOCK_LINES` lines parsed
+    at once into a `CsvBlock` while every record is one line of the header's width. From the first
+    block that is not (a blank line, a quoted line break, a quote never closed, a csv error), the
+    rest of the file is given row by row by `csv_rows`' own loop, so every error is the same, at
+    the same place and in the same order; the reader's own errors (fairshare.inputs.reader) come
+    after the same lines as with `csv_rows`."""
+    where = str(path)
+    with reading_errors(where):
+        pieces = (io.StringIO(text, newline="\n") for text in text_chunks(path))
+        held: list[io.StringIO] = []  # the piece the header ends in
+
+        def lines() -> Iterator[str]:
+            for piece in pieces:
+                held[:] = [piece]
+                for text in piece:  # noqa: UP028 (`yield from` would close the piece with this generator)
+                    yield text
+
+        reader = csv.reader(lines())
+        header, columns = _csv_header(reader, path)
+        width = len(header)
+        line = reader.line_num + 1
+        for piece in chain(held, pieces):
+            reader = csv.reader(piece)
+            done = 0  # lines of the piece read
+            while True:
+                start = piece.tell()
+                try:
+                    cells: list[list[str]] | None = list(islice(reader, BLOCK_LINES))
+                except csv.Error:
+                    cells = None
+                if cells == []:
+                    break
+                if (
+                    cells is None
+                    or reader.line_num - done != len(cells)
+                    or set(map(len, cells)) != {width}
+                    or any(map(_ENDS_IN_BREAK, map(itemgetter(-1), cells)))
+                ):
+                    piece.seek(start)
+                    rest = chain(piece, chain.from_iterable(pieces))
+                    yield from _csv_records(csv.reader(rest), path, header, columns, line, line - 1)
+                    return
+                yield CsvBlock(where, line, columns, header, cells)
+                line += len(cells)
+                done = reader.line_num
 
 
 def _csv_error(path: Path, start: int, header: Sequence[str], exc: csv.Error) -> InputError:

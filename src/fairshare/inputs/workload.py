@@ -19,10 +19,11 @@ from ..core.model import LABELS, JobRequest, Node, charge_on
 from ..core.tree import TreeIndex
 from ..errors import InputError, warn
 from . import limits
+from ._columns import ColumnChecker
 from ._quick import Quick, QuickReader
 from .cluster import Cluster
 from .policy import JobClass, Policy
-from .rows import COLUMNS, Row, csv_rows, jsonl_rows
+from .rows import COLUMNS, CsvBlock, Row, csv_blocks, csv_rows, jsonl_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +460,12 @@ def _rows(p: Path) -> Iterable[Row]:
     return jsonl_rows(p) if suffix in (".jsonl", ".ndjson", ".json") else csv_rows(p)
 
 
+def _items(p: Path) -> Iterable[CsvBlock | Row]:
+    """The rows of a workload file, a CSV's in blocks where it can (rows.csv_blocks)."""
+    suffix = Path(p.name.removesuffix(".gz")).suffix
+    return jsonl_rows(p) if suffix in (".jsonl", ".ndjson", ".json") else csv_blocks(p)
+
+
 def _too_many(r: Row) -> InputError:
     return InputError(
         r.where, f"line {r.line}", f"more than {limits.MAX_JOBS:,} jobs in one workload (the limit)"
@@ -477,21 +484,42 @@ class WorkloadCheck:
 
 def check_workload(path: Path | str, policy: Policy, tree: TreeIndex, cluster: Cluster) -> WorkloadCheck:
     """Every row checked as `load_workload` would, streaming, without keeping the jobs: the row
-    one past MAX_JOBS is refused as soon as it is read."""
+    one past MAX_JOBS is refused as soon as it is read. A CSV is read in blocks checked column by
+    column (`fairshare.inputs._columns`); a block that way does not take is checked row by row."""
     p = Path(path)
     b = WorkloadBuilder(policy, tree, cluster)
     n = capped = 0
     first: tuple[float, int, Row] | None = None
     where = str(p)
-    for i, r in enumerate(_rows(p)):
-        if i >= limits.MAX_JOBS:
+    columns: ColumnChecker | None = None
+
+    def one(r: Row) -> None:
+        nonlocal n, capped, first
+        if n >= limits.MAX_JOBS:
             raise _too_many(r)
-        was_capped, submit = b.check(r, i)
-        n += 1
+        was_capped, submit = b.check(r, n)
         if was_capped:
             capped += 1
             if first is None or submit < first[0]:
-                first = (submit, i, r)
+                first = (submit, n, r)
+        n += 1
+
+    for item in _items(p):
+        if isinstance(item, Row):
+            one(item)
+            continue
+        if columns is None:
+            columns = ColumnChecker(b, item.columns)
+        got = columns.check(item.cells, item.first_line) if n + len(item.cells) <= limits.MAX_JOBS else None
+        if got is None:
+            for r in item.rows():
+                one(r)
+            continue
+        if got.first_capped is not None and (first is None or got.first_capped[0] < first[0]):
+            submit, j = got.first_capped
+            first = (submit, n + j, item.row(j))
+        capped += got.capped
+        n += len(item.cells)
     b.warn_late_deadlines(where)
     if not n:
         raise InputError(where, "", "the workload has no jobs")
