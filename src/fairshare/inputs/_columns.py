@@ -22,15 +22,27 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, product
 from operator import lt
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..core.model import LABELS
 from . import limits
-from ._quick import _FALSE, _TRUE, _number
+from ._quick import _FALSE, _TRUE, Builder, QuickReader, _number
 
 if TYPE_CHECKING:
     from .policy import JobClass
-    from .workload import WorkloadBuilder
+
+
+class ColumnBuilder(Builder, Protocol):
+    """What the column checker reads of, and adds to, its builder (WorkloadBuilder): the quick
+    reader's, its quick reader, the ids seen and the deadlines before submit."""
+
+    @property
+    def seen(self) -> set[str]: ...
+    @property
+    def late(self) -> list[tuple[str, float]]: ...
+    @property
+    def quick(self) -> QuickReader: ...
+
 
 _CACHE_MAX = 100_000  # distinct cells (or tuples of them) remembered per kind: bounded memory
 #: Optional numbers checked only for their range: (low, high, whether low itself is refused).
@@ -86,7 +98,7 @@ def _distinct(cols: Sequence[Sequence[str]], sets: Sequence[set[str]]) -> Iterab
 class ColumnChecker:
     """Checks blocks of a workload CSV with the columns `columns` (name: number from 1)."""
 
-    def __init__(self, builder: WorkloadBuilder, columns: dict[str, int]) -> None:
+    def __init__(self, builder: ColumnBuilder, columns: dict[str, int]) -> None:
         self.b, self.quick = builder, builder.quick
         self.at = {k: i - 1 for k, i in columns.items()}
         self.deadline_at = f"column {columns['deadline']} (deadline)" if "deadline" in columns else ""
