@@ -366,9 +366,10 @@ class _Bounds:
         while d >= 1 and shorter is None:
             shorter = space._bounds.get((group, g, d))
             d /= 2
+        self.ranked: list[tuple[float, int]]
+        self.pos: dict[int, int]
         if shorter is not None:
-            self.ranked = list(shorter.ranked)
-            self.pos = shorter.pos
+            self.ranked, self.pos = list(shorter.ranked), shorter.pos
         else:
             r = space._ranked.get((group, g))
             if r is None:
