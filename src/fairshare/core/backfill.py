@@ -431,6 +431,23 @@ def _space(p: BackfillPass) -> NodeSpace:
     return space
 
 
+def could_start_now(
+    space: NodeSpace, free_by_type: dict[int, list[int]], shape: Shape, d: float, every_type: Sequence[int]
+) -> bool:
+    """Whether a job of `shape` and time limit d could start now in `space` as it is: k nodes of
+    one of its types (of `free_by_type`, the nodes per type with GPUs free at the cycle's start)
+    with its GPUs free from now for d."""
+    end, g, k = space.now + d, shape.per_node, shape.nodes
+    for ty in shape.types if shape.types is not None else every_type:
+        n = 0
+        for i in free_by_type.get(ty, ()):
+            if space.now_run_end(i, g) >= end:
+                n += 1
+                if n >= k:
+                    return True
+    return False
+
+
 def backfill(p: BackfillPass) -> None:
     """One backfill cycle: every tested job starts now or reserves its earliest start.
 
@@ -456,20 +473,6 @@ def backfill(p: BackfillPass) -> None:
     # the jobs taken from the order so far: (queue key, job, time limit)
     walked: list[tuple[Any, JobRequest, float]] = []
 
-    def could_start_now(x: int) -> bool:
-        """Whether walked job x could start now in the space as it is (k nodes of one type with its
-        GPUs free from now for its time limit)."""
-        shape, d = walked[x][0][2], walked[x][2]
-        end, g, k = now + d, shape.per_node, shape.nodes
-        for ty in shape.types if shape.types is not None else every_type:
-            n = 0
-            for i in free_by_type.get(ty, ()):
-                if space.now_run_end(i, g) >= end:
-                    n += 1
-                    if n >= k:
-                        return True
-        return False
-
     tested = y = 0  # y: the first job at or after the next to test that could start now
     while tested < knobs.bf_max_job_test and free_total > 0:
         y = max(y, tested)
@@ -483,7 +486,7 @@ def backfill(p: BackfillPass) -> None:
                 state = s.states[jid]
                 job = s.pending.jobs[jid]
                 walked.append((qk, job, limit_left(job, state.starts > 0, state.kept)))
-            if could_start_now(y):
+            if could_start_now(space, free_by_type, walked[y][0][2], walked[y][2], every_type):
                 break
             y += 1
         qk, job, d = walked[tested]
