@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from fairshare.core import backfill
 from fairshare.core.backfill import NodeSpace
 from fairshare.core.fairness import PassPriorities, priority
 from fairshare.core.model import JobRequest
@@ -159,6 +160,8 @@ def _replay(scenario: str, policy: str, plain: bool, monkeypatch: pytest.MonkeyP
         monkeypatch.setattr(Demand, "fragmented_gpus", _fragmented_plain)
         monkeypatch.setattr(NodeSpace, "best_single", _best_single_plain)
         monkeypatch.setattr(NodeSpace, "earliest_gang", _earliest_gang_plain)
+        # every backfill cycle tests jobs until bf_max_job_test, no free GPU or no job is left
+        monkeypatch.setattr(backfill, "could_start_now", lambda *args: True)
         real_init = _Pass.__init__
 
         def init(self: _Pass, *args: Any) -> None:
@@ -236,3 +239,23 @@ def test_the_backfill_shortcuts_are_exercised(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(NodeSpace, "earliest_gang", gang)
     _replay("normal", "slurm-multifactor", False, monkeypatch)
     assert pruned.count(True) > 0 and any(gangs)
+
+
+@pytest.mark.parametrize("scenario", ["normal", "small-burst"])
+def test_backfill_cycles_end_early_when_no_job_left_could_start_now(
+    scenario: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The early end of a backfill cycle, held to the plain replay above, is taken: some cycle
+    stops with jobs left to test because none of them could start now, and jobs are still
+    backfilled."""
+    answers: list[bool] = []
+    real = backfill.could_start_now
+
+    def spy(*args: Any) -> bool:
+        answers.append(real(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(backfill, "could_start_now", spy)
+    out = _replay(scenario, "slurm-multifactor", False, monkeypatch)
+    assert answers.count(False) > 0 and answers.count(True) > 0
+    assert any('"phase":"backfill"' in d for d in out.decisions)

@@ -74,6 +74,12 @@ class NodeSpace:
         # per (group of nodes, g): the group's nodes ranked by the earliest time each has g free
         # (a lower bound of any start there), kept up to date by `take`; see `best_single`
         self._ranked: dict[tuple[Hashable, int], _Ranked] = {}
+        self._ranked_of: dict[int, list[_Ranked]] = {}  # per node, the rankings that hold it
+        # per (group, g, D): the group's nodes in a heap by a lower bound of the earliest start of
+        # D seconds of g free there; see `best_single`. A bound stays a bound while the cycle only
+        # takes GPUs; `_version` counts a node's takes, so a bound is exact only at its version.
+        self._bounds: dict[tuple[Hashable, int, float], _Bounds] = {}
+        self._version: dict[int, int] = dict.fromkeys(free_now, 0)
 
     def release(self, i: int, t: float, g: int) -> None:
         """g GPUs of node i come free at t (collected, then folded in by `seal`)."""
@@ -117,10 +123,17 @@ class NodeSpace:
         free = self.free[i]
         for k in range(a, b):
             free[k] -= g
-        self._first.pop(i, None)
+        # Segments before a (those starting before `start`) are untouched and kept their indices:
+        # a first segment with g' free among them is still the first, and a ranking's time for the
+        # node (that segment's start) still holds. Only the others are recomputed.
+        memo = self._first.get(i)
+        if memo:
+            for gg in [gg for gg, k in memo.items() if k >= a]:
+                del memo[gg]
         self._windows.pop(i, None)
-        for r in self._ranked.values():
-            if i in r.lb:
+        self._version[i] += 1
+        for r in self._ranked_of.get(i, ()):
+            if r.lb[i] >= start:
                 r.dirty.add(i)  # re-ranked when the ranking is next read
 
     def _first_segment(self, i: int, g: int) -> int:
@@ -147,6 +160,8 @@ class NodeSpace:
         r = self._ranked.get((group, g))
         if r is None:
             r = self._ranked[(group, g)] = _Ranked(self, nodes, g)
+            for i in nodes:
+                self._ranked_of.setdefault(i, []).append(r)
         elif r.dirty:
             ranked, lb = r.ranked, r.lb
             for i in sorted(r.dirty):
@@ -176,6 +191,14 @@ class NodeSpace:
             k = j + 1  # segment j is too full: no start at or before it fits
         return None
 
+    def now_run_end(self, i: int, g: int) -> float:
+        """Until when node i has at least g GPUs free from now on (now if it has not)."""
+        times, free = self.times[i], self.free[i]
+        n, j = len(free), 0
+        while j < n and free[j] >= g:
+            j += 1
+        return times[j] if j < n else math.inf
+
     def best_single(
         self, nodes: Sequence[int], g: int, d: float, latest: float, now: float, group: Hashable = None
     ) -> tuple[float, int, int] | None:
@@ -184,36 +207,62 @@ class NodeSpace:
         but a node with exactly g free now wins outright, the first such in `nodes`' order.
 
         `group` names `nodes` (the same name, the same nodes in the same order, within this space's
-        life): the nodes are then visited in the order of the earliest time each has g free, kept
-        ranked between calls, and the visit stops at the first node that cannot start before the
+        life): the nodes are then visited from a heap of lower bounds of their earliest start for
+        D seconds, D the largest power of two <= d (so a start of d seconds there is no earlier),
+        kept between calls, and the visit stops at the first node that cannot start before the
         best start found. Without it every node is visited. Either way the answer is the same
         (tests/test_shortcuts.py holds it to the plain scan)."""
+        if group is None:
+            return self._best_single_scan(nodes, g, d, latest, now)
+        dur = math.ldexp(0.5, math.frexp(d)[1])  # 2 ** floor(log2 d), exactly: dur <= d
+        b = self._bounds.get((group, g, dur))
+        if b is None:
+            b = self._bounds[(group, g, dur)] = _Bounds(self, group, nodes, g, dur)
+        ranked, exact_at, version = b.ranked, b.exact_at, self._version
         best: tuple[float, int, int] | None = None
         perfect: tuple[int, tuple[float, int, int]] | None = None  # (position in nodes, candidate)
         limit = latest  # a later start than the best so far cannot win
-        free_of = self.free
-        if group is None:
-            visit: Iterable[tuple[float, int]] = ((-math.inf, i) for i in nodes)
-            pos: dict[int, int] | None = None
-        else:
-            r = self._ranking(group, nodes, g)
-            visit, pos = r.ranked, r.pos
-        for p, (lb, i) in enumerate(visit):
+        free_of, pos = self.free, b.pos
+        p, n = 0, len(ranked)
+        while p < n:
+            lb, i = ranked[p]
             if lb > limit:
-                break  # ranked: every node from here has g free only after the best start
+                break  # ranked: every node from here starts only after the best start
+            if exact_at.get(i) != version[i]:  # a loose bound: make it exact, then rank it again
+                exact_at[i] = version[i]
+                t = self._fit(i, g, dur, math.inf)
+                if t != lb:
+                    del ranked[p]
+                    bisect.insort(ranked, (math.inf if t is None else t, i))
+                continue
+            p += 1
             t = self._fit(i, g, d, limit)
             if t is None:
                 continue
             cand = (t, free_of[i][0], i)
-            if t <= now and cand[1] == g:  # a perfect fit now: the first in `nodes` wins
-                at = p if pos is None else pos[i]
-                if pos is None:
-                    return cand
-                if perfect is None or at < perfect[0]:
-                    perfect = (at, cand)
+            # a perfect fit now: the first in `nodes` wins
+            if t <= now and cand[1] == g and (perfect is None or pos[i] < perfect[0]):
+                perfect = (pos[i], cand)
             if best is None or cand < best:
                 best, limit = cand, t
         return perfect[1] if perfect is not None else best
+
+    def _best_single_scan(
+        self, nodes: Sequence[int], g: int, d: float, latest: float, now: float
+    ) -> tuple[float, int, int] | None:
+        """`best_single` without a group: every node of `nodes` in order."""
+        best: tuple[float, int, int] | None = None
+        limit = latest
+        for i in nodes:
+            t = self._fit(i, g, d, limit)
+            if t is None:
+                continue
+            cand = (t, self.free[i][0], i)
+            if t <= now and cand[1] == g:  # a perfect fit now: the first in `nodes` wins
+                return cand
+            if best is None or cand < best:
+                best, limit = cand, t
+        return best
 
     def earliest_gang(
         self, nodes: Sequence[int], k: int, g: int, d: float, latest: float, group: Hashable = None
@@ -304,6 +353,33 @@ class _Ranked:
         self.dirty: set[int] = set()  # nodes whose profile changed since they were ranked
 
 
+class _Bounds:
+    """A group of nodes for g GPUs and D seconds (`NodeSpace.best_single`): `ranked`, (a lower
+    bound of the earliest start of D seconds of g free on the node, node) ascending, one per node;
+    `exact_at` the node's version at which its bound was made exact (the bound is then that start),
+    `pos` each node's position in the group's order. It starts from the bounds of the same group
+    and g for the longest shorter D, else from the earliest time each node had g free (the
+    group's ranking for g, as last brought up to date): GPUs are only taken during a cycle, so a
+    start is never earlier than either."""
+
+    def __init__(self, space: NodeSpace, group: Hashable, nodes: Sequence[int], g: int, dur: float) -> None:
+        shorter = None
+        d = dur / 2
+        while d >= 1 and shorter is None:
+            shorter = space._bounds.get((group, g, d))
+            d /= 2
+        self.ranked: list[tuple[float, int]]
+        self.pos: dict[int, int]
+        if shorter is not None:
+            self.ranked, self.pos = list(shorter.ranked), shorter.pos
+        else:
+            r = space._ranked.get((group, g))
+            if r is None:
+                r = space._ranking(group, nodes, g)
+            self.ranked, self.pos = list(r.ranked), r.pos
+        self.exact_at: dict[int, int] = {}
+
+
 def limit_left(job: JobRequest, restarted: bool, kept: float) -> float:
     """A run's time limit as the scheduler plans with it: overhead + estimate − kept (≥ 1 s)."""
     return max(1.0, overhead_of(job, restarted) + max(0.0, job.estimate - kept))
@@ -357,31 +433,68 @@ def _space(p: BackfillPass) -> NodeSpace:
     return space
 
 
+def could_start_now(
+    space: NodeSpace, free_by_type: dict[int, list[int]], shape: Shape, d: float, every_type: Sequence[int]
+) -> bool:
+    """Whether a job of `shape` and time limit d could start now in `space` as it is: k nodes of
+    one of its types (of `free_by_type`, the nodes per type with GPUs free at the cycle's start)
+    with its GPUs free from now for d."""
+    end, g, k = space.now + d, shape.per_node, shape.nodes
+    for ty in shape.types if shape.types is not None else every_type:
+        n = 0
+        for i in free_by_type.get(ty, ()):
+            if space.now_run_end(i, g) >= end:
+                n += 1
+                if n >= k:
+                    return True
+    return False
+
+
 def backfill(p: BackfillPass) -> None:
-    """One backfill cycle: every tested job starts now or reserves its earliest start."""
+    """One backfill cycle: every tested job starts now or reserves its earliest start.
+
+    The cycle ends early, with the same starts, once no job left to test could start now: a job
+    starts now only where its GPUs are free from now for its whole time limit, and a cycle only
+    takes GPUs, so a job that cannot start now in the current space cannot later in the cycle.
+    The reservations of the jobs it would still test shape nothing but later such jobs' plans,
+    and the plans are dropped with the cycle (a replay's outputs hold only the starts)."""
     s = p.s
     knobs, index, now = s.knobs, s.index, s.now
     p.backfilled = True
     space = _space(p)
     latest = now + knobs.bf_window
     order = p.strategy.order(s, p.handled, p.prio)
-    tested = reserved = 0
+    reserved = 0
     free_total = sum(space.free_now(i) for i in space.nodes())
     by_type: dict[int, list[int]] = {}
     for i in space.nodes():
         by_type.setdefault(index.node_type[i], []).append(i)
+    free_by_type = {ty: [i for i in nodes if space.free_now(i) > 0] for ty, nodes in by_type.items()}
     of_types: dict[tuple[int, ...], list[int]] = {}  # the nodes of some types, in that order
+    every_type = range(len(index.types))
+    # the jobs taken from the order so far: (queue key, job, time limit)
+    walked: list[tuple[Any, JobRequest, float]] = []
+
+    tested = y = 0  # y: the first job at or after the next to test that could start now
     while tested < knobs.bf_max_job_test and free_total > 0:
-        nxt = order.next()
-        if nxt is None:
-            break
-        qk, jid = nxt
-        order.started(qk)  # past it whatever happens
-        job = s.pending.jobs[jid]
+        y = max(y, tested)
+        while True:
+            if y == len(walked):
+                nxt = order.next() if y < knobs.bf_max_job_test else None
+                if nxt is None:
+                    return  # no job left to test could start now
+                qk, jid = nxt
+                order.started(qk)  # past it whatever happens
+                state = s.states[jid]
+                job = s.pending.jobs[jid]
+                walked.append((qk, job, limit_left(job, state.starts > 0, state.kept)))
+            if could_start_now(space, free_by_type, walked[y][0][2], walked[y][2], every_type):
+                break
+            y += 1
+        qk, job, d = walked[tested]
         tested += 1
-        shape, state = qk[2], s.states[jid]
-        d = limit_left(job, state.starts > 0, state.kept)
-        types = shape.types if shape.types is not None else range(len(index.types))
+        shape = qk[2]
+        types = shape.types if shape.types is not None else every_type
         g, k = shape.per_node, shape.nodes
         if k == 1:
             group = tuple(types)
