@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from fairshare.engine.serving import ServingState
 from fairshare.service.clusters.slurm_cluster import SlurmCluster
 from fairshare.service.loop.cycle import SchedulerLoop
 from fairshare.service.loop.options import LoopOptions
@@ -78,6 +79,12 @@ def cycled(loop: SchedulerLoop) -> SchedulerLoop:
     return loop
 
 
+def state_of(loop: SchedulerLoop) -> ServingState:
+    """The loop's engine state (the loop has cycled, so it has an engine)."""
+    assert loop.engine is not None
+    return loop.engine.state
+
+
 def records(loop: SchedulerLoop, kind: str) -> list[audit.StoredRecord]:
     with loop.store.read() as tx:
         return audit.query(tx, decision=kind, limit=None)
@@ -88,7 +95,7 @@ def test_slurm_starts_jobs_in_the_order_the_cycle_sets(real: RealHarness, tmp_pa
     wait_for("the blockers to run", lambda: running(real) >= set(blockers))
     waiting = [sbatch(real, a, 8, 600) for a in ("research", "research", "product", "product")]
     with real_loop(real, tmp_path) as loop:
-        wait_for("the jobs in the engine", lambda: len(cycled(loop).engine.pending.jobs) == 4)  # type: ignore[union-attr]
+        wait_for("the jobs in the engine", lambda: len(state_of(cycled(loop)).pending.jobs) == 4)
         started: list[int] = []
         expected: list[int] = []
         for b in blockers:
@@ -136,7 +143,7 @@ def test_a_job_a_policy_change_cancels_is_held_in_slurm(real: RealHarness, tmp_p
     wait_for("product to fill the cluster", lambda: running(real) >= set(product))
     with real_loop(real, tmp_path) as loop:
         research = sbatch(real, "research", 8, 600)
-        wait_for("the job in the engine", lambda: str(research) in cycled(loop).engine.pending.jobs)  # type: ignore[union-attr]
+        wait_for("the job in the engine", lambda: str(research) in state_of(cycled(loop)).pending.jobs)
         research_leaf = "- {name: research, share: 1, owner: res@example.com, review: '2027-06-30'}\n"
         assert research_leaf in e2e.POLICY
         with loop.store.write() as tx:
@@ -168,7 +175,7 @@ def test_slurmctld_restarted_mid_cycle(real: RealHarness, dev_cluster: DevCluste
         finally:
             dev_cluster.start_controller()
         wait_for("a cycle", lambda: cycled(loop), timeout=30)
-        wait_for("job a's end", lambda: str(a) not in cycled(loop).engine.running)  # type: ignore[union-attr]
+        wait_for("job a's end", lambda: str(a) not in state_of(cycled(loop)).running)
         with loop.store.read() as tx:
             usage = journal.usage_between(tx, 0, time.time() + 1)
         assert sorted(iv.job for iv in usage) == sorted([str(a), str(b)])
