@@ -28,12 +28,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import heapq
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import backfill
+from . import backfill, held_backfill
 from .contract import lost_gpu_s, remaining
 from .fairness import PassPriorities
 from .model import STALL_EPS, TIME_EPS, JobRequest
@@ -52,8 +51,6 @@ from .strategies import Strategy
 from .victims import DEADLINE, FAST_LANE, VictimRule, could_free, find_victims, num, over_served
 
 EPS = TIME_EPS
-BACKFILL_SCAN = 64  # jobs of one leaf the reservation backfill looks at per pass
-BACKFILL_TESTS = 256  # placements it tries per pass
 
 
 def deadline_due(latest_start: float, slack: float, now: float) -> bool:
@@ -455,51 +452,7 @@ class _Pass:
             self.backfill_held()
 
     def backfill_held(self) -> None:
-        """Reservation backfill past the order's failures (issue 20): the ordered walk drops a
-        queue, and every larger shape, at its first job that cannot start, so a shorter job behind
-        a long one never reached GPUs held for a later start. Here the jobs not tried yet, leaves by
-        the fair-share walk's priorities and each queue in its order, start where they fit with
-        their estimated end by the held GPUs' expected start (Slurm's backfill rule), up to
-        BACKFILL_SCAN jobs per leaf and BACKFILL_TESTS placements per pass."""
-        s, view, index = self.s, self.view, self.s.index
-        idle = [i for i in view.held if index.available[i] and view.free(i) > 0]
-        if not idle:
-            return
-        latest = max(view.held_until.get(i, math.inf) for i in idle)
-        most = max(view.free(i) for i in idle)
-        anc, prio = s.tree.leaf_ancestors, self.prio
-        leaves = sorted(s.pending.by_leaf, key=lambda leaf: ([-prio(a) for a in reversed(anc[leaf])], leaf))
-        tests = 0
-        for leaf in leaves:
-            # the leaf's queues merged by their sort key: labels do not change what is looked at
-            queues = [s.pending.queues[qk] for qk in s.pending.by_leaf.get(leaf, ())]
-            for _, jid in itertools.islice(heapq.merge(*queues), BACKFILL_SCAN):
-                if jid in self.handled:
-                    continue
-                shape = self.shape_of(s.pending.jobs[jid])
-                if shape.per_node > most:
-                    continue
-                job = s.pending.jobs[jid]
-                until = self._until(job)
-                if until is None or until > latest + EPS:
-                    continue
-                tests += 1
-                view.until = until
-                alloc = place(view, jid, shape)
-                view.until = None
-                if alloc is not None:
-                    ev = {
-                        "phase": "reservation_backfill",
-                        "order": self.strategy.name,
-                        "waited_s": self.wait(job),
-                    }
-                    self.start(job, alloc, ev)
-                    idle = [i for i in idle if view.free(i) > 0]
-                    if not idle:
-                        return
-                    most = max(view.free(i) for i in idle)
-                if tests >= BACKFILL_TESTS:
-                    return
+        held_backfill.run(self)
 
     def _on_held(self, alloc: Alloc, job: str) -> bool:
         held, holder = self.view.held, self.view.holder
