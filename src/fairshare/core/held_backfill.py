@@ -14,19 +14,40 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from .model import TIME_EPS
-from .placement import place
+from .fairness import PassPriorities
+from .model import TIME_EPS, JobRequest
+from .placement import Alloc, Shape, Tentative, place
+from .snapshot import Snapshot
 
-if TYPE_CHECKING:
-    from .scheduler import _Pass
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class BackfillPass(Protocol):
+    """What the step reads and does of the scheduling pass it runs in (scheduler._Pass)."""
+
+    s: Snapshot
+    view: Tentative
+    prio: PassPriorities
+    handled: set[str]
+
+    @property
+    def strategy(self) -> _Named: ...
+    def shape_of(self, job: JobRequest) -> Shape: ...
+    def wait(self, job: JobRequest) -> float: ...
+    def estimated_end(self, job: JobRequest) -> float | None: ...
+    def start(self, job: JobRequest, alloc: Alloc, evidence: dict[str, Any]) -> None: ...
+
 
 BACKFILL_SCAN = 64  # jobs of one leaf looked at per pass
 BACKFILL_TESTS = 256  # placements tried per pass
 
 
-def run(p: _Pass) -> None:
+def run(p: BackfillPass) -> None:
     """Start the jobs the walk did not reach on held GPUs they give back in time (see above)."""
     s, view, index = p.s, p.view, p.s.index
     idle = [i for i in view.held if index.available[i] and view.free(i) > 0]
@@ -46,7 +67,7 @@ def run(p: _Pass) -> None:
             shape = p.shape_of(job)
             if shape.per_node > most:
                 continue
-            until = p._until(job)
+            until = p.estimated_end(job)
             if until is None or until > latest + TIME_EPS:
                 continue
             tests += 1
@@ -54,7 +75,11 @@ def run(p: _Pass) -> None:
             alloc = place(view, jid, shape)
             view.until = None
             if alloc is not None:
-                ev = {"phase": "reservation_backfill", "order": p.strategy.name, "waited_s": p.wait(job)}
+                ev: dict[str, Any] = {
+                    "phase": "reservation_backfill",
+                    "order": p.strategy.name,
+                    "waited_s": p.wait(job),
+                }
                 p.start(job, alloc, ev)
                 idle = [i for i in idle if view.free(i) > 0]
                 if not idle:

@@ -356,6 +356,9 @@ class _Pass:
                 best = (total, tuple(sorted(i for _, i in picked)))
         return best[1] if best else ()
 
+    def estimated_end(self, job: JobRequest) -> float | None:
+        return self._until(job)
+
     def _avail_of(self, job: JobRequest) -> int:
         return self.view.free_of_types(self.shape_of(job).types)
 
