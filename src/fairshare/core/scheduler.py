@@ -240,7 +240,7 @@ class _Pass:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
         until: float | None = None
         if self.sched.reservation_backfill:
-            held, until = self._hold_nodes_by_estimate(shape, self._counts_on_victims(job))
+            held, until = self._hold_nodes_by_estimate(shape, self._victims_not_before(job))
         else:
             held = self._hold_nodes(job, shape)
         if held:
@@ -250,7 +250,7 @@ class _Pass:
             self.n_reserved += 1
             ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
 
-    def _hold_nodes_by_estimate(self, shape: Shape, victims: bool) -> tuple[tuple[int, ...], float]:
+    def _hold_nodes_by_estimate(self, shape: Shape, not_before: float) -> tuple[tuple[int, ...], float]:
         """The k nodes of one allowed type, not held for another job yet, expected to have
         `per_node` free GPUs soonest (_ready; ties: the most free GPUs now, then the lowest index),
         and when the last of them is expected to (the reservation's expected start); of the types,
@@ -260,7 +260,7 @@ class _Pass:
         best: tuple[float, int, tuple[int, ...]] | None = None
         for ty in shape.types if shape.types is not None else range(len(index.types)):
             ranked = sorted(
-                (self._ready(i, per, victims), -view.free(i), i)
+                (self._ready(i, per, not_before), -view.free(i), i)
                 for i in range(len(index.nodes))
                 if index.node_type[i] == ty and index.available[i] and i not in held
             )[: shape.nodes]
@@ -271,12 +271,12 @@ class _Pass:
                 best = (at, free, tuple(sorted(r[2] for r in ranked)))
         return (best[2], best[0]) if best is not None else ((), self.s.now)
 
-    def _ready(self, i: int, per_node: int, victims: bool = True) -> float:
+    def _ready(self, i: int, per_node: int, not_before: float = -math.inf) -> float:
         """When node i is expected to have `per_node` free GPUs: now if it has them, else as its
         runs end by their estimates (the pass's starts included, its preemptions not), or earlier
         by their protection's end when the strategy's victim rule could take them (over-served
-        side, budget left) and `victims` (the reservation's job could take a run: _counts_on_victims);
-        infinity if never. Reads estimates only, never the true run times."""
+        side, budget left), but not before `not_before` (_victims_not_before); infinity if never.
+        Reads estimates only, never the true run times."""
         if self.ends_on is None:
             self.ends_on = {}
             s, rule = self.s, self.strategy.victims
@@ -297,8 +297,8 @@ class _Pass:
         if free >= per_node:
             return self.s.now
         ends = self.ends_on.get(i, [])
-        if not victims:  # by the estimates alone
-            ends = sorted((est, est, g, jid) for _, est, g, jid in ends)
+        if not_before > -math.inf:  # a run is taken no earlier than not_before, nor after its end
+            ends = sorted((min(est, max(end, not_before)), est, g, jid) for end, est, g, jid in ends)
         for end, _, g, jid in ends:
             if jid in self.gone:
                 continue
@@ -307,15 +307,23 @@ class _Pass:
                 return max(self.s.now, end)
         return math.inf
 
-    def _counts_on_victims(self, job: JobRequest) -> bool:
-        """Whether a reservation for `job` may expect runs to leave at the end of their protection
-        (they could be preempted for it): not when its own leaf is over-served. Such a job seldom
-        finds a victim (the victim's side must be over-served more), and a reservation expected at
-        once would keep every other job off its idle GPUs while the runs on them go on to their
-        estimated ends: issue 20 measured such reservations as most of the idle GPUs a waiting job
-        fits on. A job its fair share favours keeps the earlier expected start (idle-return's
-        returning team: its runs are not blocked by backfilled ones)."""
-        return not over_served(job.leaf, self.used, self.s.owed)
+    def _victims_not_before(self, job: JobRequest) -> float:
+        """From when a reservation for `job` may expect the runs the fair-share rule could take
+        to leave (-inf: at the end of their protection; inf: only at their estimated ends).
+        Not before they end when its own leaf is over-served: such a job seldom finds a victim
+        (the victim's side must be over-served more), and a reservation expected at once would
+        keep every other job off its idle GPUs while the runs on them go on to their estimated
+        ends (issue 20 measured such reservations as most of the idle GPUs a waiting job fits on).
+        Not before its next search when its search in this pass found no victims (the preemption
+        backoff's grid point): a job that ends by then never delays it. A job its fair share
+        favours otherwise keeps the earlier expected start (idle-return's returning team: its
+        preemptions are not blocked by backfilled runs)."""
+        if over_served(job.leaf, self.used, self.s.owed):
+            return math.inf
+        if self.tried == job.id:
+            backoff = self.sched.preempt_backoff
+            return (math.floor(self.s.now / backoff) + 2) * backoff if backoff > 0 else self.s.now
+        return -math.inf
 
     def _until(self, job: JobRequest) -> float | None:
         """The job's estimated end if it started now (reservation backfill), else None."""
