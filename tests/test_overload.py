@@ -89,3 +89,27 @@ def test_a_job_ending_before_a_reservations_expected_start_may_use_its_gpus(
     assert t["g"] == r2_end  # the reservation's job is not delayed
     assert t["long"] >= t["g"]  # it would have ended after the expected start
     assert not [e for e in evs if e["type"] == "preempt"]
+
+
+# The same node and reservation; two 1-GPU jobs of the same team queue behind each other (one
+# queue: same leaf, same shape), the 20-hour one submitted first. The ordered walk drops the queue
+# when its head cannot end before the expected start; the backfill step still reaches the 1-hour
+# job behind it, which starts on the reserved GPUs when r1 ends.
+@pytest.mark.parametrize(
+    "first",
+    ["long", "short"],
+    ids=["short-job-behind-a-long-one-in-its-queue", "short-job-at-the-head-of-its-queue"],
+)
+def test_a_short_job_behind_a_long_one_in_its_queue_backfills_the_reserved_gpus(first: str) -> None:
+    jobs = [
+        *BACKFILL[:3],
+        job("long", 120 if first == "long" else 180, "a", "train", 1, 20 * H),
+        job("short", 180 if first == "long" else 120, "a", "train", 1, 1 * H),
+    ]
+    policy = tiny_policy(scheduling={"gang_reserve_after": "0s"})
+    evs = events_of(replay(policy, tiny_cluster(nodes=1), jobs))
+    t = {j: ts for j, ts in reversed(_starts(evs))}
+    r1_end = next(e["t"] for e in evs if e["type"] == "finish" and e["job"] == "r1")
+    r2_end = next(e["t"] for e in evs if e["type"] == "finish" and e["job"] == "r2")
+    assert t["short"] == r1_end
+    assert t["g"] == r2_end and t["long"] >= t["g"]

@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import backfill
+from . import backfill, held_backfill
 from .contract import lost_gpu_s, remaining
 from .fairness import PassPriorities
 from .model import STALL_EPS, TIME_EPS, JobRequest
@@ -48,7 +48,7 @@ from .snapshot import (
     Start,
 )
 from .strategies import Strategy
-from .victims import DEADLINE, FAST_LANE, VictimRule, could_free, find_victims, num
+from .victims import DEADLINE, FAST_LANE, VictimRule, could_free, find_victims, num, over_served
 
 EPS = TIME_EPS
 
@@ -104,7 +104,8 @@ class _Pass:
         self.backfilled = False
         self.sched = snap.knobs
         self.victims_latest = max(snap.victims_at, default=-math.inf)
-        self.ends_on: dict[int, list[tuple[float, int, str]]] | None = None  # node -> estimated ends
+        # node -> (expected end, estimated end, GPUs, job) of its runs, by expected end (_ready)
+        self.ends_on: dict[int, list[tuple[float, float, int, str]]] | None = None
 
     # ------------------------------------------------------------------ effects on the pass
     def _adjust_used(self, leaf: int, delta: float) -> None:
@@ -127,7 +128,7 @@ class _Pass:
             st = self.s.states[job.id]
             end = self.s.now + remaining(job, st.starts > 0, st.kept)
             for i, g in alloc:
-                bisect.insort(self.ends_on.setdefault(i, []), (end, g, job.id))
+                bisect.insort(self.ends_on.setdefault(i, []), (end, end, g, job.id))
         self.view.take(alloc)
         self.starts.append(Start(job.id, alloc, charge, evidence))
         self.handled.add(job.id)
@@ -239,7 +240,7 @@ class _Pass:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
         until: float | None = None
         if self.sched.reservation_backfill:
-            held, until = self._hold_nodes_by_estimate(shape)
+            held, until = self._hold_nodes_by_estimate(shape, self._victims_not_before(job))
         else:
             held = self._hold_nodes(job, shape)
         if held:
@@ -249,7 +250,7 @@ class _Pass:
             self.n_reserved += 1
             ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
 
-    def _hold_nodes_by_estimate(self, shape: Shape) -> tuple[tuple[int, ...], float]:
+    def _hold_nodes_by_estimate(self, shape: Shape, not_before: float) -> tuple[tuple[int, ...], float]:
         """The k nodes of one allowed type, not held for another job yet, expected to have
         `per_node` free GPUs soonest (_ready; ties: the most free GPUs now, then the lowest index),
         and when the last of them is expected to (the reservation's expected start); of the types,
@@ -259,7 +260,7 @@ class _Pass:
         best: tuple[float, int, tuple[int, ...]] | None = None
         for ty in shape.types if shape.types is not None else range(len(index.types)):
             ranked = sorted(
-                (self._ready(i, per), -view.free(i), i)
+                (self._ready(i, per, not_before), -view.free(i), i)
                 for i in range(len(index.nodes))
                 if index.node_type[i] == ty and index.available[i] and i not in held
             )[: shape.nodes]
@@ -270,17 +271,18 @@ class _Pass:
                 best = (at, free, tuple(sorted(r[2] for r in ranked)))
         return (best[2], best[0]) if best is not None else ((), self.s.now)
 
-    def _ready(self, i: int, per_node: int) -> float:
+    def _ready(self, i: int, per_node: int, not_before: float = -math.inf) -> float:
         """When node i is expected to have `per_node` free GPUs: now if it has them, else as its
         runs end by their estimates (the pass's starts included, its preemptions not), or earlier
         by their protection's end when the strategy's victim rule could take them (over-served
-        side, budget left); infinity if never. Reads estimates only, never the true run times."""
+        side, budget left), but not before `not_before` (_victims_not_before); infinity if never.
+        Reads estimates only, never the true run times."""
         if self.ends_on is None:
             self.ends_on = {}
             s, rule = self.s, self.strategy.victims
             anc, budget = s.tree.leaf_ancestors, s.knobs.preempt_budget
             for r in s.running.values():
-                end = r.t0 + r.overhead + r.job.estimate - r.kept
+                end = est = r.t0 + r.overhead + r.job.estimate - r.kept
                 if (
                     rule.preempts
                     and (not budget or s.states[r.job.id].preemptions < budget)
@@ -288,19 +290,40 @@ class _Pass:
                 ):
                     end = min(end, r.protected_until)
                 for n, g in r.alloc:
-                    self.ends_on.setdefault(n, []).append((end, g, r.job.id))
+                    self.ends_on.setdefault(n, []).append((end, est, g, r.job.id))
             for ends in self.ends_on.values():
                 ends.sort()
         free = self.view.free(i)
         if free >= per_node:
             return self.s.now
-        for end, g, jid in self.ends_on.get(i, ()):
+        ends = self.ends_on.get(i, [])
+        if not_before > -math.inf:  # a run is taken no earlier than not_before, nor after its end
+            ends = sorted((min(est, max(end, not_before)), est, g, jid) for end, est, g, jid in ends)
+        for end, _, g, jid in ends:
             if jid in self.gone:
                 continue
             free += g
             if free >= per_node:
                 return max(self.s.now, end)
         return math.inf
+
+    def _victims_not_before(self, job: JobRequest) -> float:
+        """From when a reservation for `job` may expect the runs the fair-share rule could take
+        to leave (-inf: at the end of their protection; inf: only at their estimated ends).
+        Not before they end when its own leaf is over-served: such a job seldom finds a victim
+        (the victim's side must be over-served more), and a reservation expected at once would
+        keep every other job off its idle GPUs while the runs on them go on to their estimated
+        ends (issue 20 measured such reservations as most of the idle GPUs a waiting job fits on).
+        Not before its next search when its search in this pass found no victims (the preemption
+        backoff's grid point): a job that ends by then never delays it. A job its fair share
+        favours otherwise keeps the earlier expected start (idle-return's returning team: its
+        preemptions are not blocked by backfilled runs)."""
+        if over_served(job.leaf, self.used, self.s.owed):
+            return math.inf
+        if self.tried == job.id:
+            backoff = self.sched.preempt_backoff
+            return (math.floor(self.s.now / backoff) + 2) * backoff if backoff > 0 else self.s.now
+        return -math.inf
 
     def _until(self, job: JobRequest) -> float | None:
         """The job's estimated end if it started now (reservation backfill), else None."""
@@ -340,6 +363,9 @@ class _Pass:
             if best is None or total > best[0]:
                 best = (total, tuple(sorted(i for _, i in picked)))
         return best[1] if best else ()
+
+    def estimated_end(self, job: JobRequest) -> float | None:
+        return self._until(job)
 
     def _avail_of(self, job: JobRequest) -> int:
         return self.view.free_of_types(self.shape_of(job).types)
@@ -433,6 +459,11 @@ class _Pass:
             order.failed(qk)
             if self.attempts >= self.strategy.max_preempt_attempts:
                 borrowing = False
+        if reserving and self.sched.reservation_backfill and self.view.held:
+            self.backfill_held()
+
+    def backfill_held(self) -> None:
+        held_backfill.run(self)
 
     def _on_held(self, alloc: Alloc, job: str) -> bool:
         held, holder = self.view.held, self.view.holder
