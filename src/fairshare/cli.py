@@ -23,10 +23,10 @@ from .client.job_cli import job as _job_commands
 from .core.strategies import STRATEGIES
 from .core.tree import TreeIndex
 from .errors import InputError
+from .import_cli import import_group as _import_commands
 from .inputs import limits
 from .inputs._validation import load_yaml, validate
 from .inputs.policy import Policy, review_warnings
-from .inputs.slurmacct.command import import_group as _import_commands
 from .replay.results import Comparison
 from .service.ops_cli import register as register_ops_commands
 from .service.service_cli import register as register_service_commands

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ...errors import InputError
+from .errors import InputError
 
 LIVE_ASSOC_FORMAT = "Cluster,Account,User,ParentName,Share"
 
@@ -116,10 +116,10 @@ def slurm(
         --config config.txt --nodes nodes.txt --out site/
     fairshare import slurm --live -S 2026-10-01 -E 2026-11-01 --out site/
     """
-    from ...replay.outputs import write_files_marker
-    from ...replay.staging import StagedOutput
-    from ._text import Anonymizer, timezone
-    from .run import Sources, run_import
+    from .inputs.slurmacct._text import Anonymizer, timezone
+    from .inputs.slurmacct.run import Sources, run_import
+    from .replay.outputs import write_files_marker
+    from .replay.staging import StagedOutput
 
     try:
         zone = timezone(tz)
@@ -181,8 +181,8 @@ def _when(text: str | None, zone: dt.tzinfo, option: str) -> float | None:
 
 def _live(where: Path, start: str | None, end: str | None) -> Any:
     """Run the site commands (read-only), keep their output under the site folder's sources/."""
-    from .run import Sources
-    from .sacct import NARROW_FORMAT
+    from .inputs.slurmacct.run import Sources
+    from .inputs.slurmacct.sacct import NARROW_FORMAT
 
     where.mkdir()
     env = {**os.environ, "SLURM_TIME_FORMAT": "%s"}
