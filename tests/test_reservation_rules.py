@@ -40,40 +40,52 @@ class Case:
     searched_at_1800: bool = False  # a pass at 1800 found R no victims: in backoff at 2000
 
 
-def _pass(case: Case) -> Decisions:
-    tree = TreeIndex.build([Group(n, s) for n, s in zip("abc", case.shares, strict=True)])
+def _engine(shares: tuple[float, float, float]) -> EngineState:
+    tree = TreeIndex.build([Group(n, s) for n, s in zip("abc", shares, strict=True)])
     nodes = tuple(Node(f"n-00{i}", "n", 8, "H100", 64.0, 512.0, "n-b0") for i in range(2))
-    e = EngineState(EngineSetup(tree, Knobs(), {"H100": 1.0}, nodes, 7 * 86400.0), get_strategy("fairshare"))
-    seq = iter(range(100))
+    return EngineState(
+        EngineSetup(tree, Knobs(), {"H100": 1.0}, nodes, 7 * 86400.0), get_strategy("fairshare")
+    )
 
-    def req(jid: str, group: str, gpus: int, submit: float, estimate: float, protected: float) -> None:
-        leaf = "abc".index(group)
-        e.submit(
-            a_request(
-                id=jid,
-                group=group,
-                leaf=leaf,
-                submit=submit,
-                gpus=gpus,
-                charge=float(gpus),
-                seq=next(seq),
-                estimate=estimate,
-                protected=protected,
-            )
+
+def _submit(e: EngineState, jid: str, group: str, gpus: int, estimate: float, protected: float) -> None:
+    """A job of `group` (leaf a, b or c) submitted now; 16 GPUs: a 2-node gang."""
+    e.submit(
+        a_request(
+            id=jid,
+            group=group,
+            leaf="abc".index(group),
+            submit=e.t,
+            gpus=gpus,
+            nodes=max(1, gpus // 8),
+            charge=float(gpus),
+            seq=len(e.states),
+            estimate=estimate,
+            protected=protected,
         )
+    )
 
+
+def _run(
+    e: EngineState, jid: str, group: str, gpus: int, estimate: float, protected: float, node: int
+) -> None:
+    """A job submitted and started now on `node` (the driver reports it)."""
+    _submit(e, jid, group, gpus, estimate, protected)
+    e.started(jid, ((node, gpus),), float(gpus))
+
+
+def _state(case: Case) -> EngineState:
+    e = _engine(case.shares)
     e.begin(0.0)
-    req("R", "a", 8, 0.0, H, 600.0)
+    _submit(e, "R", "a", 8, H, 600.0)
     e.settle()
     e.begin(RUNS_FROM)
-    runs: list[tuple[str, str, int, float, float, int]] = [  # id, group, GPUs, estimate, protected, node
-        ("a1", "a", 8, 100 * H, 100 * H, 1),
-        ("c1", "c", 4, 10 * H, case.c_protected, 0),
-        ("b1", "b", 3, 400.0, 600.0, 0) if case.b_run else ("c2", "c", 3, 10 * H, case.c_protected, 0),
-    ]
-    for jid, group, gpus, estimate, protected, node in runs:
-        req(jid, group, gpus, RUNS_FROM, estimate, protected)
-        e.started(jid, ((node, gpus),), float(gpus))
+    _run(e, "a1", "a", 8, 100 * H, 100 * H, 1)
+    _run(e, "c1", "c", 4, 10 * H, case.c_protected, 0)
+    if case.b_run:
+        _run(e, "b1", "b", 3, 400.0, 600.0, 0)
+    else:
+        _run(e, "c2", "c", 3, 10 * H, case.c_protected, 0)
     e.settle()
     if case.searched_at_1800:
         e.begin(1800.0)
@@ -83,13 +95,17 @@ def _pass(case: Case) -> Decisions:
         assert not actions.starts and not actions.preempts
         assert e.states["R"].preempt_retry_at == NEXT_SEARCH  # R found no victims: backoff
     e.begin(1950.0)
-    req("C", "c", 1, 1950.0, case.candidate_ends - NOW, 600.0)
+    _submit(e, "C", "c", 1, case.candidate_ends - NOW, 600.0)
     e.settle()
     e.begin(NOW)
-    if not case.b_run:  # b's demand (just submitted: no reservation of its own)
-        req("bP", "b", 8, NOW, H, 600.0)
+    if not case.b_run:  # b's demand: a 2-node gang, just submitted (no reservation of its own)
+        _submit(e, "bP", "b", 16, H, 600.0)
     e.settle()
-    d = decide(e.snapshot(), e.strategy)
+    return e
+
+
+def _pass(case: Case) -> Decisions:
+    d = decide(_state(case).snapshot(), get_strategy("fairshare"))
     assert not d.preempts
     assert d.reservation == ("R", (0,))  # node 0 is expected to be ready first
     return d
@@ -104,8 +120,8 @@ def _candidate_starts(d: Decisions) -> bool:
 
 
 # Over-served rule: node 0 runs c1 (4 GPUs) and c2 (3), team c's, over-served, protected until
-# 2300 and estimated to end at 1700 + 10 h = 37,700. b waits (bP, 8 GPUs) so that the capacity is
-# split over three teams: owed 16 x share / 100 each (demands 16, 8 and 8 are all above it).
+# 2300 and estimated to end at 1700 + 10 h = 37,700. b waits (bP, 16 GPUs) so that the capacity is
+# split over three teams: owed 16 x share / 100 each (demands 16, 16 and 8 are all above it).
 # a runs 8 GPUs (a1). When a is over-served, R's reservation expects c's runs to leave at their
 # estimated ends only (37,700); otherwise R could take them once their protection ends (2300).
 C_ESTIMATED_END = RUNS_FROM + 10 * H
@@ -178,3 +194,41 @@ def test_a_reservation_whose_search_found_nothing_expects_no_victim_before_the_n
         searched_at_1800=searched_at_1800,
     )
     assert _candidate_starts(_pass(case)) is starts
+
+
+def test_a_job_backfilled_until_the_expected_start_does_not_delay_the_reservations_job() -> None:
+    # Owed: a 11 (its demand), c 5 (b has no demand). Node 1 runs a1 (a, 8 GPUs); node 0 runs c's
+    # c1 (2 GPUs, protected until 2300) and c2 (5 GPUs, protected for days); one GPU is free.
+    # R (a, 3 GPUs, waiting since 0) finds no victims at 2000 (C's arrival) and backs off to 2400,
+    # but c1's protection end at 2300 is a pass that ends the backoff, and R takes c1 then (both
+    # sides end at their share: 5 of 5, 11 of 11).
+    # C (c, 1 GPU, ending at 2350) must not take the free GPU at 2000: that would make R's
+    # preemption at 2300 futile and R would wait for its next grid point (2700).
+    e = _engine((75.0, 25.0, 25.0))
+    e.begin(0.0)
+    _submit(e, "R", "a", 3, H, 600.0)  # waiting since 0: reserved for once it fails
+    e.settle()
+    e.begin(RUNS_FROM)
+    _run(e, "a1", "a", 8, 100 * H, 100 * H, 1)
+    _run(e, "c1", "c", 2, 10 * H, 600.0, 0)
+    _run(e, "c2", "c", 5, 10 * H, 100 * H, 0)
+    e.settle()
+    ends: dict[str, float] = {}
+    starts: dict[str, float] = {}
+    for t in (NOW, 2300.0, 2350.0, 2400.0, 2700.0):  # C would end at 2350
+        e.begin(t)
+        for jid in [j for j, end in ends.items() if end == t]:
+            e.finished(jid)
+        if t == NOW:
+            _submit(e, "C", "c", 1, 350.0, 600.0)
+        if not e.settle():
+            continue
+        actions = e.apply(decide(e.snapshot(), e.strategy))
+        for p in actions.preempts:
+            e.preempted(p.job, p.reason, p.by, p.lost_gpu_s, kept=0.0)
+        for st in actions.starts:
+            e.started(st.job, st.alloc, st.charge)
+            ends[st.job] = t + e.running[st.job].job.estimate
+            starts[st.job] = t
+    assert starts.get("R") == 2300.0
+    assert "C" not in starts or starts["C"] >= 2300.0
