@@ -106,6 +106,7 @@ class _Pass:
         self.victims_latest = max(snap.victims_at, default=-math.inf)
         # node -> (expected end, estimated end, GPUs, job) of its runs, by expected end (_ready)
         self.ends_on: dict[int, list[tuple[float, float, int, str]]] | None = None
+        self.next_unprotected = math.inf  # the first protection end after now of those runs
 
     # ------------------------------------------------------------------ effects on the pass
     def _adjust_used(self, leaf: int, delta: float) -> None:
@@ -277,6 +278,22 @@ class _Pass:
         by their protection's end when the strategy's victim rule could take them (over-served
         side, budget left), but not before `not_before` (_victims_not_before); infinity if never.
         Reads estimates only, never the true run times."""
+        free = self.view.free(i)
+        if free >= per_node:
+            return self.s.now
+        ends = self._ends().get(i, [])
+        if not_before > -math.inf:  # a run is taken no earlier than not_before, nor after its end
+            ends = sorted((min(est, max(end, not_before)), est, g, jid) for end, est, g, jid in ends)
+        for end, _, g, jid in ends:
+            if jid in self.gone:
+                continue
+            free += g
+            if free >= per_node:
+                return max(self.s.now, end)
+        return math.inf
+
+    def _ends(self) -> dict[int, list[tuple[float, float, int, str]]]:
+        """ends_on, built at its first use in the pass (_ready), with next_unprotected."""
         if self.ends_on is None:
             self.ends_on = {}
             s, rule = self.s, self.strategy.victims
@@ -289,23 +306,13 @@ class _Pass:
                     and rule.could_take(anc[r.job.leaf], self.used, s.owed)
                 ):
                     end = min(end, r.protected_until)
+                    if s.now < end < est:
+                        self.next_unprotected = min(self.next_unprotected, end)
                 for n, g in r.alloc:
                     self.ends_on.setdefault(n, []).append((end, est, g, r.job.id))
             for ends in self.ends_on.values():
                 ends.sort()
-        free = self.view.free(i)
-        if free >= per_node:
-            return self.s.now
-        ends = self.ends_on.get(i, [])
-        if not_before > -math.inf:  # a run is taken no earlier than not_before, nor after its end
-            ends = sorted((min(est, max(end, not_before)), est, g, jid) for end, est, g, jid in ends)
-        for end, _, g, jid in ends:
-            if jid in self.gone:
-                continue
-            free += g
-            if free >= per_node:
-                return max(self.s.now, end)
-        return math.inf
+        return self.ends_on
 
     def _victims_not_before(self, job: JobRequest) -> float:
         """From when a reservation for `job` may expect the runs the fair-share rule could take
@@ -314,15 +321,19 @@ class _Pass:
         (the victim's side must be over-served more), and a reservation expected at once would
         keep every other job off its idle GPUs while the runs on them go on to their estimated
         ends (issue 20 measured such reservations as most of the idle GPUs a waiting job fits on).
-        Not before its next search when its search in this pass found no victims (the preemption
-        backoff's grid point): a job that ends by then never delays it. A job its fair share
+        Not before its next search when its search in this pass found no victims: the preemption
+        backoff's grid point, or earlier when a run the rule could take leaves its protected window
+        before then (that protection end is a pass, and it ends the backoff: new_victims); a job
+        that ends by then never delays it. A job its fair share
         favours otherwise keeps the earlier expected start (idle-return's returning team: its
         preemptions are not blocked by backfilled runs)."""
         if over_served(job.leaf, self.used, self.s.owed):
             return math.inf
         if self.tried == job.id:
             backoff = self.sched.preempt_backoff
-            return (math.floor(self.s.now / backoff) + 2) * backoff if backoff > 0 else self.s.now
+            grid = (math.floor(self.s.now / backoff) + 2) * backoff if backoff > 0 else self.s.now
+            self._ends()
+            return min(grid, self.next_unprotected)
         return -math.inf
 
     def _until(self, job: JobRequest) -> float | None:
