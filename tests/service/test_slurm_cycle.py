@@ -147,3 +147,48 @@ def test_a_placement_other_than_the_cores_is_recorded(db: str) -> None:
         r.tick(schedule=False)
         diff = r.records("placement_differs")
         assert len(diff) == 1 and diff[0].evidence["slurm"] == ["n3"] and diff[0].evidence["core"] == ["n1"]
+
+
+@pytest.mark.parametrize(
+    "held_cycles",
+    [pytest.param(1, id="held_for_one_cycle"), pytest.param(4, id="held_for_several_cycles")],
+)
+def test_a_requeued_job_held_by_its_begin_time_is_decided_to_start_once_it_may_run(
+    db: str, held_cycles: int
+) -> None:
+    with rig(db) as r:
+        r.fake.requeue_delay_s = 5.0 * held_cycles + 3.0  # Slurm's begin time after a requeue
+        research = [r.fake.submit("research", 8, comment=PROTECT) for _ in range(4)]
+        r.tick(schedule=False)
+        r.tick()
+        e = r.loop.engine
+        assert e is not None and len(e.state.running) == 4
+        r.clock.advance(30)
+        r.fake.submit("product", 8, comment=PROTECT)
+        for _ in range(40):
+            r.tick()
+            if [w for w in r.fake.writes if w[0] == "requeue"]:
+                break
+        victim = next(w[1] for w in r.fake.writes if w[0] == "requeue")
+        starts_before = [x for x in r.records("start") if x.job == str(victim)]
+        r.fake.finish(next(j for j in research if j != victim))  # GPUs free for the victim
+        for _ in range(held_cycles):  # Slurm holds the victim back; a pass every cycle
+            r.loop.retry = True
+            r.tick(5.0, schedule=False)
+            (held,) = [j for j in r.fake.read_jobs() if j.job_id == victim]
+            assert (held.state, held.reason) == ("PENDING", "BeginTime")
+        r.tick(5.0, schedule=False)  # past its begin time: the loop's pass decides its start
+        assert [j.reason for j in r.fake.read_jobs() if j.job_id == victim] == ["Priority"]
+        r.tick(5.0)  # Slurm starts it
+        assert str(victim) in e.state.running
+        starts = [x for x in r.records("start") if x.job == str(victim)][len(starts_before) :]
+        assert len(starts) == 1  # one decision for the one restart
+        assert starts[0].t >= r.fake.runs[-1].start - 5.0  # decided once Slurm let it run
+        assert e.info[str(victim)].runs == 2
+        with r.store.read() as tx:
+            restarts = [
+                ev
+                for ev in journal.events(tx)
+                if ev.kind == "started" and ev.payload["args"][0] == str(victim)
+            ]
+        assert len(restarts) == 2

@@ -167,3 +167,9 @@ def test_a_requeue_past_protection_loses_the_time_since_the_last_checkpoint_and_
         rec = e.state.recovery_json()["train"]
         assert (rec["restarts"], rec["resumed"], rec["not_borne_out"]) == (1, 1, False)
         assert [r.job for r in records(loop, "resumed")] == [victim]
+        # while Slurm held it back (its begin time, cred_expire=10 s after the requeue) no pass
+        # decided its start: at most the one decision once it was eligible (none when Slurm
+        # started it first)
+        starts = [s.t - rq.t for s in records(loop, "start") if s.job == victim and s.t > rq.t]
+        assert len(starts) <= 1 and all(dt >= 10.0 for dt in starts), starts
+        assert e.info[victim].runs == 2

@@ -75,6 +75,7 @@ class _Job:
     admin_priority: int | None = None
     finished: bool = False
     signals: list[str] = field(default_factory=list)
+    begin: float | None = None  # a requeued job may not start before this (requeue_delay_s)
 
 
 class FakeSlurm:
@@ -100,6 +101,9 @@ class FakeSlurm:
         self._next_id = 1
         self._faults: dict[str, list[SlurmError]] = {}
         self._before_write: list[Callable[[], None]] = []
+        # a requeued job waits this long (reason BeginTime) before it may start, like Slurm's
+        # requeue delay; None: it keeps the reason BeginTime and `schedule` may start it at once
+        self.requeue_delay_s: float | None = None
 
     @classmethod
     def dev(
@@ -175,6 +179,7 @@ class FakeSlurm:
 
     def read_jobs(self) -> list[SlurmJob]:
         self._enter("read_jobs", ("squeue", "--json"))
+        self._begin_passed()
         return [
             r.job for _, r in sorted(self.jobs.items()) if r.job.state in ACTIVE_STATES and not r.finished
         ]
@@ -246,6 +251,8 @@ class FakeSlurm:
             return ActionResult(job_id, "requeue", "refused", "Requested operation is presently disabled")
         now = int(self.clock())
         self._close_run(rec, now, "REQUEUED")
+        if self.requeue_delay_s is not None:
+            rec.begin = now + self.requeue_delay_s
         prio = 0 if rec.held else (rec.admin_priority or COMPUTED_PRIORITY)
         self._set(
             rec,
@@ -418,8 +425,13 @@ class FakeSlurm:
         stops at the first job that does not fit, like Slurm's main scheduler; with it, later jobs
         that fit start too (first fit)."""
         started = []
+        self._begin_passed()
         queue = sorted(
-            (r.job for r in self.jobs.values() if r.job.pending and not r.held and not r.finished),
+            (
+                r.job
+                for r in self.jobs.values()
+                if r.job.pending and not r.held and not r.finished and r.begin is None
+            ),
             key=lambda j: (-j.priority, j.submit_time, j.job_id),
         )
         for j in queue:
@@ -429,6 +441,15 @@ class FakeSlurm:
             elif not backfill:
                 break
         return started
+
+    def _begin_passed(self) -> None:
+        """Requeued jobs whose begin time has come are eligible again (reason Priority)."""
+        now = self.clock()
+        for rec in self.jobs.values():
+            if rec.begin is not None and rec.begin <= now:
+                rec.begin = None
+                if rec.job.pending and rec.job.reason == "BeginTime":
+                    self._set(rec, reason="Priority")
 
     def signals_of(self, job_id: int) -> list[str]:
         return list(self.jobs[job_id].signals)

@@ -38,6 +38,7 @@ the loop resolves it against the policy in force into the core's JobRequest.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from typing import Any, Protocol
 
 from ...core.model import Node
 from ...core.placement import Alloc
-from ...core.snapshot import PendingQueues, Preempt, RunView, Start
+from ...core.snapshot import Decisions, PendingQueues, Preempt, RunView, Start
 from ...engine.fleet import Fleet
 from ...engine.setup import node_json
 from ...inputs.workload import Job
@@ -281,6 +282,11 @@ class Backend(Protocol):
 
     def next_time(self) -> float | None: ...
 
+    def not_startable(self) -> frozenset[str]:
+        """Pending jobs the cluster may not start now whatever a pass decides (Slurm: held, or
+        waiting for a dependency or a begin time, e.g. just requeued), as of the last observe."""
+        ...
+
     def resume(self, t: float) -> None:
         """The loop (re)starts with everything up to instant t committed; new submissions are
         stamped no earlier than t."""
@@ -295,3 +301,14 @@ class Backend(Protocol):
         ...
 
     def cancel(self, job: str, t: float, by: str) -> None: ...
+
+
+def startable(d: Decisions, blocked: frozenset[str]) -> Decisions:
+    """A pass's decisions without the starts of jobs the cluster may not start now, nor the
+    preemptions made for them: they would be audited every pass and never happen. The order
+    keeps them (their priorities are in place when they may run)."""
+    starts = tuple(s for s in d.starts if s.job not in blocked)
+    preempts = tuple(p for p in d.preempts if p.by not in blocked)
+    if len(starts) == len(d.starts) and len(preempts) == len(d.preempts):
+        return d
+    return dataclasses.replace(d, starts=starts, preempts=preempts)

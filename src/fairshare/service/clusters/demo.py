@@ -373,6 +373,9 @@ class DemoCluster:
         with self.lock:
             self.observed_until = t
 
+    def not_startable(self) -> frozenset[str]:
+        return frozenset()  # it starts what a pass decides
+
     def next_time(self) -> float | None:
         """The next instant after what was observed when something happens here."""
         with self.lock:

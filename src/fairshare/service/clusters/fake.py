@@ -39,6 +39,9 @@ class FakeCluster:
     def next_time(self) -> float | None:
         return None
 
+    def not_startable(self) -> frozenset[str]:
+        return frozenset()
+
     def resume(self, t: float) -> None:
         return None
 

@@ -133,6 +133,11 @@ class SlurmCluster:
     def next_time(self) -> float | None:
         return None
 
+    def not_startable(self) -> frozenset[str]:
+        """Jobs Slurm holds back (held, a dependency, a begin time: a requeued job waits one),
+        as of the last read: a pass's start of one would be audited and never happen."""
+        return frozenset(str(k) for k, j in self.jobs.items() if j.pending and not eligible(j))
+
     def resume(self, t: float) -> None:
         self.resumed = t
 

@@ -55,6 +55,7 @@ from ..clusters.backend import (
     Submission,
     Submitted,
     Undrained,
+    startable,
 )
 from ..service_errors import ClusterUnavailable, Unavailable, WriterLockHeld
 from ..storage import audit, journal, portfolio
@@ -125,6 +126,7 @@ class SchedulerLoop:
         self.ok_exceptions: set[int] | None = None  # ... at the last cycle that completed
         self.unavailable = 0  # consecutive cycles the cluster could not be read
         self.retry = False  # the cluster did not take all of the last pass: pass again
+        self.blocked: frozenset[str] = frozenset()  # jobs the cluster may not start now
         self.last_cycle = -math.inf
         self.holder: str | None = None
         self.on_pass: list[Callable[[float], None]] = []  # observers of pass durations (metrics)
@@ -229,6 +231,9 @@ class SchedulerLoop:
         started = self.wall()
         now = max(self.clock(), e.t)
         obs = [o for o in backend.observe(self.since, now) if o.key not in self.seen]
+        blocked, was = backend.not_startable(), self.blocked
+        self.blocked = blocked  # a job Slurm lets run again is looked at by a pass:
+        released = any(j in e.state.pending.jobs and j not in blocked for j in was)
         obs = retention.not_journaled(self.store, e, obs, self.since)  # late, or of a pruned job
         groups: list[tuple[float, list[Observation]]] = []
         for o in obs:
@@ -250,14 +255,14 @@ class SchedulerLoop:
             if t == now:
                 self._portfolio(now, audits)
                 self.inbox.take(e, audits)
-                if happened or self.retry:
+                if happened or self.retry or released:
                     e.state.poke()
                     self.retry = False
             e.state.settle()
         d: Decisions | None = None
         if e.state.pass_due():
             t0 = self.wall()
-            d = decide(e.state.snapshot(), e.state.strategy, explain=True)
+            d = startable(decide(e.state.snapshot(), e.state.strategy, explain=True), blocked)
             actions = e.state.apply(d)
             took = self.wall() - t0
             self.pass_times.append(took)
