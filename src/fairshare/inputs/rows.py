@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import chain, islice
 from operator import itemgetter, methodcaller
 from pathlib import Path
@@ -205,13 +205,21 @@ def _csv_header(reader: Iterator[list[str]], path: Path) -> tuple[list[str], dic
     except csv.Error as exc:
         raise _csv_error(path, 1, (), exc) from None
     header = [h.strip() for h in header]
+    return header, header_columns(where, header, COLUMNS, REQUIRED)
+
+
+def header_columns(
+    where: str, header: Sequence[str], known: Collection[str], required: Iterable[str]
+) -> dict[str, int]:
+    """Each column's number (from 1) in a CSV header of stripped names: an InputError at line 1 for
+    a column not in `known` (listed in its order), a duplicate, or a `required` one missing."""
     columns: dict[str, int] = {}
     for i, key in enumerate(header, start=1):
-        if key not in COLUMNS:
+        if key not in known:
             raise InputError(
                 where,
                 f"line 1, column {i} ({key})",
-                f"unknown column {key!r} (known: {', '.join(COLUMNS)})",
+                f"unknown column {key!r} (known: {', '.join(known)})",
             )
         if key in columns:
             raise InputError(
@@ -220,10 +228,10 @@ def _csv_header(reader: Iterator[list[str]], path: Path) -> tuple[list[str], dic
                 f"duplicate column {key!r} (also column {columns[key]})",
             )
         columns[key] = i
-    for key in REQUIRED:
+    for key in required:
         if key not in columns:
             raise InputError(where, "line 1", f"required column {key!r} is missing")
-    return header, columns
+    return columns
 
 
 def _csv_records(

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..inputs._validation import read_text, reading_errors
 from ..inputs.cluster import Cluster
+from ..inputs.rows import header_columns
 from ..inputs.workload import Job
 
 COLUMNS = ("job_id", "start", "end", "end_reason", "nodes")
@@ -79,20 +80,7 @@ def load_history(path: Path, jobs: list[Job], cluster: Cluster) -> History:
             header = [h.strip() for h in next(reader)]
         except StopIteration:
             raise InputError(where, "line 1", "empty file: expected a header row") from None
-        cols: dict[str, int] = {}
-        for i, key in enumerate(header, start=1):
-            if key not in COLUMNS:
-                raise InputError(
-                    where,
-                    f"line 1, column {i} ({key})",
-                    f"unknown column {key!r} (known: {', '.join(COLUMNS)})",
-                )
-            if key in cols:
-                raise InputError(where, f"line 1, column {i} ({key})", f"duplicate column {key!r}")
-            cols[key] = i
-        for key in REQUIRED:
-            if key not in cols:
-                raise InputError(where, "line 1", f"required column {key!r} is missing")
+        cols = header_columns(where, header, COLUMNS, REQUIRED)
         for cells in reader:
             line = reader.line_num
             if not cells or all(not c.strip() for c in cells):
