@@ -89,24 +89,21 @@ def send(
     A refused connection is tried again after each of RETRY_DELAYS_S (`sleep` waits them)."""
     import time
 
+    to = target or Target.from_env()  # once: on Slurm each call runs `munge -n`
     wait = sleep or time.sleep
     for delay in RETRY_DELAYS_S:
         try:
-            return _post(kind, body, target)
+            return _post(kind, body, to)
         except _Refused:
             wait(delay)
-    try:
-        return _post(kind, body, target)
-    except _Refused as exc:
-        raise ReportError(str(exc)) from None
+    return _post(kind, body, to)  # the last refusal is raised (a ReportError)
 
 
 class _Refused(ReportError):
     """The service refused the connection: the report did not reach it."""
 
 
-def _post(kind: str, body: Mapping[str, Any], target: Target | None) -> dict[str, Any]:
-    to = target or Target.from_env()
+def _post(kind: str, body: Mapping[str, Any], to: Target) -> dict[str, Any]:
     req = urllib.request.Request(
         f"{to.url}/api/jobs/{urllib.parse.quote(to.job, safe='')}/{kind}",
         data=json.dumps(dict(body)).encode(),
