@@ -295,6 +295,24 @@ def test_an_interrupt_while_the_chart_workers_start_stops_them_and_leaks_nothing
     assert "leaked" not in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
+def test_the_immediate_exit_of_an_interrupt_unlinks_the_semaphores_it_still_holds() -> None:
+    """An interrupt raised while the chart workers are being set up leaves their queues referenced
+    by the exception's frames; the command's immediate exit (os._exit) must still run
+    multiprocessing's clean-up, or its resource tracker prints "leaked semaphore objects" after
+    the last line (CI: a SIGTERM at 0.95 s)."""
+    script = (
+        "import multiprocessing\n"
+        "from fairshare import _entry\n"
+        "held = multiprocessing.get_context('spawn').Queue()\n"
+        "_entry._end_now(143)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 143, out.stderr
+    assert "leaked" not in out.stderr, out.stderr
+
+
 def test_report_module_does_not_import_matplotlib() -> None:
     """The CLI imports fairshare.report.html up front; matplotlib (~0.5 s) waits until a chart is drawn."""
     code = "import sys, fairshare.report.html; print('matplotlib' in sys.modules)"

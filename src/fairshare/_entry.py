@@ -51,5 +51,18 @@ def _end_now(code: object) -> None:
     the replay's objects: freeing millions of them (and the interpreter's own teardown) would
     take seconds on a loaded machine."""
     interrupts.exit_on_signal(_flush)
+    _multiprocessing_clean_up()
     _flush()
     os._exit(code if isinstance(code, int) else 1)
+
+
+def _multiprocessing_clean_up() -> None:
+    """What os._exit skips of multiprocessing's own exit: its finalizers (exit priority 0 and up),
+    which unlink the named semaphores of a worker pool's queues. The exception being handled can
+    still hold them (an interrupt raised while the chart workers were being set up keeps that
+    frame's queues alive), and a semaphore not unlinked makes multiprocessing's resource tracker
+    print "leaked semaphore objects" after the command's last line."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        with contextlib.suppress(Exception):
+            util._run_finalizers(0)
