@@ -392,6 +392,14 @@ def test_the_incumbents_settings_change_slurm_multifactors_decisions(
     assert base != other
 
 
+def test_the_decay_phase_moves_slurm_multifactors_priority_changes(tmp_path: Path) -> None:
+    # the same settings, the decay ticks 150 s later (a site whose slurmctld booted mid-period)
+    knobs = {"slurm_version": "22.05", "decay_period": "5m", "decay_half_life": "1h", "sched_interval": "1m"}
+    base = _mf_events(tmp_path, "small-burst", knobs, "base")
+    assert base == _mf_events(tmp_path, "small-burst", {**knobs, "decay_phase": "300s"}, "whole-period")
+    assert base != _mf_events(tmp_path, "small-burst", {**knobs, "decay_phase": "150s"}, "shifted")
+
+
 def test_the_incumbents_settings_leave_the_other_strategies_alone(tmp_path: Path) -> None:
     outs = []
     for tag, inc in (("a", {}), ("b", {"weight_fairshare": 0, "bf_interval": "30m", "sched_interval": "1m"})):

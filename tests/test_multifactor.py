@@ -28,6 +28,36 @@ def test_decayed_usage_is_recalculated_at_period_boundaries_with_the_half_life()
     assert led.usage[0] == pytest.approx((300.0 * d + 300.0) / 32)
 
 
+@pytest.mark.parametrize("phase", [100.0, 400.0, -200.0], ids=["within", "past-a-period", "negative"])
+def test_the_decay_ticks_fall_on_the_phase(phase: float) -> None:
+    # a slurmctld that booted 100 s into a 300 s period ticks at 100, 400, 700, ... (any phase
+    # names the same grid modulo the period)
+    led = DecayLedger(1, half_life=600.0, period=300.0, phase=phase)
+    d = 2**-0.5
+    led.set_rate([1.0])
+    led.advance(99.0)
+    assert led.usage[0] == 0.0
+    led.advance(100.0)
+    assert led.usage[0] == pytest.approx(100.0)
+    led.advance(399.0)
+    assert led.usage[0] == pytest.approx(100.0)
+    led.advance(400.0 + 3 * 300.0)  # one step, then three in closed form
+    want = 100.0
+    for _ in range(4):
+        want = want * d + 300.0
+    assert led.usage[0] == pytest.approx(want)
+
+
+def test_a_ledger_started_late_keeps_the_phase() -> None:
+    # a reconfigure rebuilds the ledger at its time: the next tick is still on the grid
+    led = DecayLedger(1, half_life=600.0, period=300.0, start=250.0, phase=100.0)
+    led.set_rate([1.0])
+    led.advance(399.0)
+    assert led.usage[0] == 0.0
+    led.advance(400.0)
+    assert led.usage[0] == pytest.approx(150.0)
+
+
 def test_a_long_gap_in_closed_form_equals_stepping_period_by_period() -> None:
     a, b = DecayLedger(2, 7 * 86400.0, 300.0), DecayLedger(2, 7 * 86400.0, 300.0)
     for led in (a, b):

@@ -287,6 +287,42 @@ def test_scontrol_config_and_slurm_conf_give_the_same_incumbent() -> None:
     assert a["sched_interval"] == "5s" and a["bf_continue"] is False and a["not_modelled"] == []
 
 
+def _utc(text: str) -> float:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("epoch", "first", "phase", "noted"),
+    [
+        # BOOT_TIME 13:26:43, PriorityCalcPeriod 1 min: ticks at :43 past every minute
+        ("2026-12-02T13:30:00", "2026-12-02T13:30:05", "43s", False),
+        ("2026-12-02T13:30:30", "2026-12-02T13:30:35", "13s", False),
+        # slurmctld started after the first submission: the phase holds only from its start
+        ("2026-12-02T13:26:00", "2026-12-02T13:26:10", "43s", True),
+    ],
+    ids=["booted-before", "epoch-mid-minute", "booted-after-first-submit"],
+)
+def test_boot_time_gives_the_decay_ticks_phase(epoch: str, first: str, phase: str, noted: bool) -> None:
+    shown = read_settings((DATA / "config.txt").read_text(), "config.txt")
+    inc = incumbent(shown, "config.txt", _utc(epoch), dt.UTC, _utc(first))
+    assert inc["decay_phase"] == phase and inc["slurmctld_boot"] == "2026-12-02T13:26:43"
+    assert [n["key"] for n in inc["not_modelled"]] == (["BOOT_TIME"] if noted else [])
+
+
+def test_a_settings_file_without_boot_time_says_the_phase_is_unknown() -> None:
+    conf = read_settings((DATA / "slurm.conf").read_text(), "slurm.conf")
+    inc = incumbent(conf, "slurm.conf", _utc("2026-12-02T13:30:00"))
+    assert "decay_phase" not in inc
+    assert [n["key"] for n in inc["not_modelled"]] == ["BOOT_TIME"]
+
+
+def test_a_bad_boot_time_names_the_key() -> None:
+    text = (DATA / "config.txt").read_text().replace("2026-12-02T13:26:43", "yesterday")
+    with pytest.raises(InputError) as err:
+        incumbent(read_settings(text, "config.txt"), "config.txt", 0.0)
+    assert "config.txt" in str(err.value) and "BOOT_TIME" in str(err.value)
+
+
 def test_settings_the_model_lacks_are_named() -> None:
     conf = read_settings(
         "PriorityType=priority/multifactor\nPriorityWeightQOS=500\nPriorityFavorSmall=YES\n"

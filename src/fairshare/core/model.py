@@ -127,7 +127,8 @@ class Knobs:
                         one full period (deadline preemption is exempt)
     preemption          "over_served" (fair-share preemption on) or "none"
     slurm-multifactor (Slurm's names): decay_half_life, decay_period, priority_max_age,
-    weight_fairshare, weight_age
+    weight_fairshare, weight_age; decay_phase: the decay ticks fall at decay_phase + k·decay_period
+    on the replay clock (a site's slurmctld ticks from its boot, BOOT_TIME)
     fairshare against churn (issue 10; docs/concepts.md "Churn and the order within a leaf"):
     leaf_order          a leaf's pending jobs in "submit" order, by least attained service
                         ("las": GPU-seconds run so far, then submit) or "shortest" remaining
@@ -156,6 +157,7 @@ class Knobs:
     preemption: str = "over_served"
     decay_half_life: float = 7 * 86400.0
     decay_period: float = 300.0
+    decay_phase: float = 0.0
     priority_max_age: float = 7 * 86400.0
     weight_fairshare: float = 10000.0
     weight_age: float = 1000.0

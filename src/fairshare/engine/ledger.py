@@ -13,6 +13,7 @@ time t covers the last B − 1 whole buckets plus the current partial one: a win
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -124,25 +125,34 @@ class DecayLedger:
     Readers see the usage as of the last boundary, as Slurm's priorities do between recalculations.
     A gap of k whole periods at a constant rate r is applied in closed form:
     `usage · d^k + r · period · (1 − d^k) / (1 − d)`, so the cost does not grow with the gap.
+
+    The boundaries fall at `phase + k · period` (k an integer; phase taken modulo the period).
+    Slurm's decay thread ticks every PriorityCalcPeriod from its start, that is from slurmctld's
+    boot: a site's history is replayed with the phase of its BOOT_TIME on the replay clock, so
+    that the model's priorities change when the real ones did (a tick a few seconds off reorders
+    the queue of a busy minute).
     """
 
-    def __init__(self, n_nodes: int, half_life: float, period: float, start: float = 0.0) -> None:
+    def __init__(
+        self, n_nodes: int, half_life: float, period: float, start: float = 0.0, phase: float = 0.0
+    ) -> None:
         if half_life <= 0 or period <= 0:
             raise ValueError("half_life and period must be > 0")
         self.period = period
+        self.phase = phase % period
         self.d = 0.5 ** (period / half_life)
         self.usage: Vec = np.zeros(n_nodes)
         self.accum: Vec = np.zeros(n_nodes)
         self.rate: Vec = np.zeros(n_nodes)
         self.t = start
-        self.index = int(start // period)
+        self.index = math.floor((start - self.phase) / period)
 
     def set_rate(self, rate: Sequence[float] | Vec) -> None:
         self.rate = np.asarray(rate, dtype=np.float64)
 
     def advance(self, t: float) -> None:
         while t > self.t:
-            edge = (self.index + 1) * self.period
+            edge = (self.index + 1) * self.period + self.phase
             if t < edge:
                 self.accum += self.rate * (t - self.t)
                 self.t = t

@@ -99,7 +99,9 @@ def plan_policy(e: EngineState, setup: EngineSetup) -> PolicyState:
     n = len(new.paths)
     decay = None
     if e.decay is not None:
-        decay = DecayLedger(n, setup.knobs.decay_half_life, setup.knobs.decay_period, e.decay.t)
+        decay = DecayLedger(
+            n, setup.knobs.decay_half_life, setup.knobs.decay_period, e.decay.t, setup.knobs.decay_phase
+        )
         decay.usage, decay.accum = _columns(e.decay.usage, remap, n), _columns(e.decay.accum, remap, n)
     victims_at = [-math.inf] * n
     for i, j in enumerate(remap):

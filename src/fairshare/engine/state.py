@@ -96,7 +96,7 @@ class EngineState(ProgressCalls, PassOutcome):
         n = len(self.tree.paths)
         self.ledger = Ledger(n, setup.window)
         self.decay = (
-            DecayLedger(n, self.knobs.decay_half_life, self.knobs.decay_period)
+            DecayLedger(n, self.knobs.decay_half_life, self.knobs.decay_period, 0.0, self.knobs.decay_phase)
             if strategy.decayed_usage
             else None
         )

@@ -216,6 +216,7 @@ class Scheduling(StrictModel):
     preempt_backoff: Seconds = 300.0
     decay_half_life: Seconds = 7 * 86400.0
     decay_period: Seconds = 300.0
+    decay_phase: Seconds = 0.0
     priority_max_age: Seconds = 7 * 86400.0
     weight_fairshare: Number = Field(default=10000.0, ge=0, le=limits.MAX_WEIGHT)
     weight_age: Number = Field(default=1000.0, ge=0, le=limits.MAX_WEIGHT)
@@ -242,6 +243,7 @@ class Scheduling(StrictModel):
         "bf_interval",
         "bf_window",
         "sched_interval",
+        "decay_phase",
         mode="before",
     )
     @classmethod

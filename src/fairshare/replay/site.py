@@ -30,6 +30,7 @@ FILES = ("policy.yaml", "cluster.yaml", "workload.csv", "history.csv", "incumben
 KNOBS = (
     "decay_half_life",
     "decay_period",
+    "decay_phase",
     "priority_max_age",
     "weight_fairshare",
     "weight_age",
@@ -54,6 +55,7 @@ class Incumbent(StrictModel):
 
     decay_half_life: Any = None
     decay_period: Any = None
+    decay_phase: Any = None
     priority_max_age: Any = None
     weight_fairshare: Any = None
     weight_age: Any = None
@@ -69,6 +71,7 @@ class Incumbent(StrictModel):
     slurm_version: str | None = None
     priority_type: str | None = None
     priority_flags: str | None = None
+    slurmctld_boot: str | None = None
     not_modelled: tuple[NotModelled, ...] = ()
 
 

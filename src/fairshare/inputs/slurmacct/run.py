@@ -95,7 +95,9 @@ def run_import(
         assocs,
         settings,
         nodes,
-        Options(class_from=class_from, leaves=leaves, anonymizer=anonymizer, span_start=start, span_end=end),
+        Options(
+            class_from=class_from, leaves=leaves, anonymizer=anonymizer, span_start=start, span_end=end, tz=tz
+        ),
         where,
     )
     for i, info in enumerate(infos):

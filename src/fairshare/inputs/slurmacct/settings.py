@@ -8,13 +8,14 @@ defaults fill what a slurm.conf leaves out.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InputError
 from ...slurm.parse import parse_config, parse_duration_text
-from ._text import at, fmt_duration
+from ._text import at, fmt_duration, time_parser
 
 # Slurm's defaults for the settings the incumbent reads (slurm.conf(5), 22.05 through 24.x)
 DEFAULTS = {
@@ -128,8 +129,19 @@ def _seconds(text: str, unit: str = "min") -> float:
     return float(secs)
 
 
-def incumbent(settings: Settings, where: str) -> dict[str, Any]:
-    """incumbent.yaml's content (keys as policy `scheduling:` names them)."""
+def incumbent(
+    settings: Settings,
+    where: str,
+    epoch: float | None = None,
+    tz: dt.tzinfo = dt.UTC,
+    first: float | None = None,
+) -> dict[str, Any]:
+    """incumbent.yaml's content (keys as policy `scheduling:` names them). With the history's
+    epoch, `scontrol show config`'s BOOT_TIME gives `decay_phase`: Slurm's decay thread ticks
+    every PriorityCalcPeriod from slurmctld's start, so its priorities change at
+    BOOT_TIME + k·PriorityCalcPeriod, at (BOOT_TIME − epoch) mod PriorityCalcPeriod on the replay
+    clock. A boot after `first` (the earliest submission) is noted: the ticks before it had another
+    phase. slurm.conf has no boot time: the phase is then 0 and the import says so."""
     g = settings.get
     not_modelled: list[dict[str, str]] = []
 
@@ -204,6 +216,25 @@ def incumbent(settings: Settings, where: str) -> dict[str, Any]:
     for k in sorted(sched):
         if k not in BF_DEFAULTS and k not in ("bf_continue", "sched_interval"):
             note("SchedulerParameters", f"{k}={sched[k]}" if sched[k] else k, "not modelled")
+    boot = g("BOOT_TIME")
+    if boot and epoch is not None:
+        try:
+            booted = time_parser(tz)(boot)
+        except ValueError:
+            raise InputError(where, "BOOT_TIME", f"{boot!r} is not a time") from None
+        if booted is not None:
+            period = _seconds(g("PriorityCalcPeriod"), "min")
+            out["decay_phase"] = fmt_duration(round((booted - epoch) % period, 3))
+            out["slurmctld_boot"] = boot
+            if booted > (epoch if first is None else first):
+                note(
+                    "BOOT_TIME",
+                    boot,
+                    "slurmctld started after the history began: before its start the decay ticks had"
+                    " another phase, which the model does not know",
+                )
+    elif epoch is not None:
+        note("BOOT_TIME", "", "not in the settings file (slurm.conf): the decay ticks' phase is taken as 0")
     out["not_modelled"] = not_modelled
     return out
 

@@ -79,6 +79,7 @@ class Options:
     anonymizer: Anonymizer = field(default_factory=lambda: Anonymizer(False))
     span_start: float | None = None
     span_end: float | None = None
+    tz: dt.tzinfo = dt.UTC  # of the ISO times in the files (BOOT_TIME as sacct's)
 
 
 @dataclass(frozen=True)
@@ -365,7 +366,8 @@ def build_site(
         raise InputError(
             where["sacct"], "", f"no job could be imported (skipped: {_counts(skipped) or 'none read'})"
         )
-    epoch = math.floor(min(w[0] for w in work_rows) / 60) * 60
+    first = min(w[0] for w in work_rows)
+    epoch = math.floor(first / 60) * 60
     work_rows.sort(key=lambda w: (w[0], w[1]))
     hist_rows.sort(key=lambda h: (h[0], h[1]))
     files = {
@@ -374,7 +376,7 @@ def build_site(
         "cluster.yaml": _cluster_yaml(pools, epoch),
         "policy.yaml": _policy_yaml(tree, sorted(classes), pools, settings, epoch, cluster_name, opts),
         "incumbent.yaml": _dump(
-            incumbent(settings, where.get("config", "--config"))
+            incumbent(settings, where.get("config", "--config"), epoch, opts.tz, first)
             if settings is not None
             else incumbent(Settings("defaults", {}), "--config")
         ),
