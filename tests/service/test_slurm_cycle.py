@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from fairshare.service.clusters.slurm_cluster import SlurmCluster
 from fairshare.service.storage import journal
 
 from .slurm_helpers import rig
@@ -147,6 +148,26 @@ def test_a_placement_other_than_the_cores_is_recorded(db: str) -> None:
         r.tick(schedule=False)
         diff = r.records("placement_differs")
         assert len(diff) == 1 and diff[0].evidence["slurm"] == ["n3"] and diff[0].evidence["core"] == ["n1"]
+
+
+def test_what_the_actions_keep_about_a_job_ends_with_the_job(db: str) -> None:
+    # the core decides starts that Slurm never makes (the jobs are cancelled and purged first):
+    # what the actions side keeps for the placement notes goes with them, cycle after cycle
+    with rig(db) as r:
+        for _ in range(5):
+            jobs = [r.fake.submit("product", 8) for _ in range(2)]
+            r.tick(schedule=False)  # the core chose their nodes
+            backend = r.loop.backend
+            assert isinstance(backend, SlurmCluster)
+            assert {str(j) for j in jobs} <= set(backend.actions.intended)
+            for j in jobs:
+                r.fake.forget(j)
+            # the engine keeps them for the grace accounting may need, then cancels them
+            for _ in range(int(r.options.grace_s // 15) + 2):
+                r.tick(schedule=False)
+            assert not set(backend.actions.intended) & {str(j) for j in jobs}
+        last = r.loop.backend
+        assert isinstance(last, SlurmCluster) and last.actions.intended == {}
 
 
 @pytest.mark.parametrize(

@@ -101,6 +101,16 @@ class SlurmActions:
             retry = self._requeue(e, preempts, t, confirmed, failed, records) or retry
         return Outcome(confirmed, failed, records, retry)
 
+    def forget_gone(self) -> None:
+        """Drop what is kept about jobs Slurm no longer lists (a job the core meant to start that was
+        cancelled or purged before it ran, a held job since ended): `intended` is otherwise emptied
+        only when the start is seen, and a long-running service would keep every such entry. The
+        reading side calls it after each read, once the starts seen have been noted."""
+        listed = self.read.jobs
+        for job in [k for k in self.intended if not (k.isdigit() and int(k) in listed)]:
+            del self.intended[job]
+        self.held_for_policy = {k for k in self.held_for_policy if k.isdigit() and int(k) in listed}
+
     def _hold_cancelled(self, e: EngineView, records: list[Record]) -> None:
         """Jobs a policy change cancelled (their group or class left the policy) still wait in
         Slurm, where its own scheduler would start them by their last priority, unseen and

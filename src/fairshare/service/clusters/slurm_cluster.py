@@ -199,6 +199,7 @@ class SlurmCluster:
             if self._job(e, job, sorted(by_job.get(job, ()), key=lambda r: r.start), until, out):
                 news.add(job)
         self._gone(e, news, until, out)
+        self.actions.forget_gone()
         return in_order(out)
 
     def _note(
