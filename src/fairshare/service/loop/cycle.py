@@ -320,16 +320,12 @@ class SchedulerLoop:
                 req = self._request(o, t, pol)
             except InputError as exc:
                 reason = str(exc)
-            except Exception as exc:  # a bug resolving this one job: set it aside, named, not
-                # retried at every cycle (the pass would fail on it forever)
-                log.exception("resolving the submission of job %s failed", o.job)
+            except Exception as exc:  # a bug resolving this job: set aside, not retried every cycle
                 reason = self.health.set_aside_job(o.job, f"{type(exc).__name__}: {exc}")
             if reason is not None:
                 e.reject(o.job, reason)
                 audits.append(AuditRecord(t, "submit_rejected", o.job, {"reason": reason}, e.policy_sha))
             else:
-                import dataclasses
-
                 e.submit(dataclasses.replace(req, submit=t, seq=e.submits))
         elif isinstance(o, Started):
             if o.job not in e.state.pending.jobs:
@@ -371,8 +367,7 @@ class SchedulerLoop:
 
     def _request(self, o: Submitted, t: float, pol: Policy) -> JobRequest:
         """A submission's request: as resolved when it was submitted (an API submission) if the
-        policy version and the nodes are still the same, else resolved now from its spec under
-        `pol` (the policy in force)."""
+        policy version and the nodes are still the same, else resolved now under `pol`."""
         e = self.engine
         assert e is not None and self.requests is not None
         nodes = e.serving_nodes()

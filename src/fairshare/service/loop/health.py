@@ -86,6 +86,7 @@ class LoopHealth:
     def set_aside_job(self, job: str, error: str) -> str:
         """A submission whose resolution raised (not an InputError: a bug): the reason it is
         rejected with (audited `submit_rejected`), listed in /api/status's set_aside."""
+        log.exception("job %s set aside: resolving its submission failed (%s)", job, error)
         self.set_aside.append({"job": job, "error": error, "at": iso(self.now())})
         return f"set aside by the scheduler loop: resolving it failed ({error})"[:2000]
 
