@@ -4,6 +4,7 @@ the `with` blocks on the way out have removed what was not finished), input warn
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import time
@@ -16,6 +17,7 @@ import click
 
 from . import interrupts
 from .errors import InputWarning
+from .inputs.limits import fmt_limit
 from .interrupts import Terminated, WorkerDied
 
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
@@ -136,6 +138,27 @@ class BoundedInt(click.ParamType):  # type: ignore[type-arg]  # generic from cli
         if not self.low <= n <= self.high:
             self.fail(f"{value}: expected a whole number from {self.low:,} to {self.high:,}", param, ctx)
         return n
+
+
+class BoundedFloat(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2
+    """A finite number from `low` to `high` (NaN and infinities refused), its errors said as
+    `VALUE: expected ...`."""
+
+    name = "number"
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            x = math.nan
+        if isinstance(value, bool) or not math.isfinite(x) or not self.low <= x <= self.high:
+            self.fail(
+                f"{value}: expected a number from {fmt_limit(self.low)} to {fmt_limit(self.high)}", param, ctx
+            )
+        return x
 
 
 def _exit_interrupted(sig: int) -> NoReturn:

@@ -384,19 +384,119 @@ def replay(
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
-    required=True,
     help="A replay output folder (or a compare folder holding policy folders).",
 )
 @click.option("--job", required=True, help="Job id.")
-def explain(out: Path, job: str) -> None:
-    """Show the decisions that touched a job, with their evidence, and why it waited."""
-    from .report.explain import explain_all
+@click.option(
+    "--at",
+    "at",
+    metavar="TIME",
+    help="Replay the inputs (--scenario, or the inputs of replay) to TIME (a duration from t = 0, "
+    "such as 2d, or a date) and show the job's place in line then: in the queue, in its group's, "
+    "and the groups whose jobs are ahead of it (the live explain's function).",
+)
+@click.option("--scenario", help="--at: a built-in scenario.")
+@click.option(
+    "--seed",
+    type=BoundedInt(0, limits.MAX_SEED),
+    metavar="N",
+    default=1,
+    show_default=True,
+    help="--at: seed of the scenario generator.",
+)
+@source_options
+@click.option(
+    "--policy-name",
+    default="fairshare",
+    show_default=True,
+    help=f"--at: the scheduling policy to replay, one of: {', '.join(STRATEGIES)}.",
+)
+def explain(
+    out: Path | None,
+    job: str,
+    at: str | None,
+    scenario: str | None,
+    seed: int,
+    site: Path | None,
+    trace: str | None,
+    policy_path: Path | None,
+    cluster: Path | None,
+    workload: Path | None,
+    workload_format: str | None,
+    cluster_format: str | None,
+    jobs_window: str | None,
+    round_gpus: bool,
+    clip_duration: str | None,
+    rebase: bool,
+    repeat: int,
+    policy_name: str,
+) -> None:
+    """Show the decisions that touched a job, with their evidence, and why it waited (--out); its
+    place in line at a time (--at, with the inputs)."""
+    from .report.explain import explain_all, explain_at
 
     try:
-        text = explain_all(out, job)
+        if out is None and at is None:
+            raise InputError("explain", "", "give --out (a replay's folder) or --at TIME with the inputs")
+        texts = [explain_all(out, job)] if out is not None else []
+        if at is not None:
+            inputs = _explain_inputs(
+                scenario, seed, site, trace, policy_path, cluster, workload, workload_format,
+                cluster_format, window_options(jobs_window, round_gpus, clip_duration, rebase, repeat),
+            )  # fmt: skip
+            if policy_name not in STRATEGIES:
+                raise InputError(
+                    "--policy-name", policy_name, f"--at replays one of: {', '.join(STRATEGIES)} (as-run "
+                    "replays the recorded history: it has no queue)",
+                )  # fmt: skip
+            try:
+                t = instant(at, inputs.cluster.epoch)
+            except ValueError as exc:
+                raise InputError("--at", at, str(exc)) from None
+            if not 0 <= t <= limits.MAX_TIME:
+                raise InputError("--at", at, f"must be within t = 0 .. {limits.fmt_limit(limits.MAX_TIME)}")
+            texts.append(explain_at(inputs, policy_name, job, t))
     except InputError as exc:
         _fail(exc)
-    click.echo(text)
+    click.echo("\n\n".join(texts))
+
+
+def _explain_inputs(
+    scenario: str | None,
+    seed: int,
+    site: Path | None,
+    trace: str | None,
+    policy_path: Path | None,
+    cluster: Path | None,
+    workload: Path | None,
+    workload_format: str | None,
+    cluster_format: str | None,
+    options: Any,
+) -> Inputs:
+    """The inputs `explain --at` replays: a built-in --scenario, or the inputs of replay."""
+    from .inputs.scenarios import SCENARIOS
+    from .replay.runner import inputs_from_scenario
+
+    if scenario is None:
+        inputs: Inputs = file_inputs(
+            "explain --at",
+            trace,
+            policy_path,
+            cluster,
+            workload,
+            workload_format,
+            cluster_format,
+            options,
+            site,
+        )
+        return inputs
+    if policy_path or cluster or workload or trace or site:
+        raise InputError(
+            "--scenario", scenario, "use either --scenario or --trace or --policy/--cluster/--workload"
+        )
+    if scenario not in SCENARIOS:
+        raise InputError("--scenario", scenario, f"unknown scenario (known: {', '.join(SCENARIOS)})")
+    return inputs_from_scenario(SCENARIOS[scenario](seed))
 
 
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)

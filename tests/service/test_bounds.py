@@ -8,6 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
+
+from fairshare.cli import main
 
 from .live_helpers import Live, live_service
 
@@ -61,8 +65,10 @@ def test_a_number_out_of_range_is_a_422_naming_the_field_and_the_range(
     ("query", "field"),
     [("/api/decisions?since=1e300", "since"), ("/api/decisions?until=-1e300", "until"),
      ("/api/decisions?limit=1000000000", "limit"), ("/api/review?days=1e300", "days"),
+     ("/api/review?days=nan", "days"), ("/api/review?days=-1", "days"),
      ("/api/jobs?limit=1000000000", "limit")],
-    ids=["since", "until", "decisions-limit", "review-days", "jobs-limit"],
+    ids=["since", "until", "decisions-limit", "review-days", "review-days-nan", "review-days-negative",
+         "jobs-limit"],
 )  # fmt: skip
 def test_a_query_parameter_out_of_range_is_a_422_naming_it(svc: Live, query: str, field: str) -> None:
     r = svc.get("admin", query)
@@ -77,3 +83,51 @@ def test_an_exception_within_the_limits_is_granted_and_the_loop_goes_on(svc: Liv
     svc.loop.wake.set()
     svc.loop.cycle()
     assert svc.loop.error is None
+
+
+POLICY_CASES: list[tuple[str, str, object, str, str]] = [
+    # (id, the policy key path, its new value, field, a piece of the range the message must give)
+    ("share-1e300", "tree[1].share", 1e300, "tree[1].share", "1e+12"),
+    ("share-tiny", "tree[0].children[1].share", 1e-9, "tree[0].children[1].share", "1e-06"),
+    ("share-nan", "tree[1].share", float("nan"), "tree[1].share", "finite"),
+    ("window-1s", "window", "1s", "window", "1h"),
+    ("window-99999d", "window", "99999d", "window", "10 years"),
+    ("exception_max_days", "gates.exception_max_days", 1e300, "gates.exception_max_days", "3,650"),
+]  # fmt: skip
+
+
+def _set(doc: dict[str, Any], path: str, value: object) -> None:
+    """doc with the value at a key path such as tree[0].children[1].share set (in place)."""
+    *parents, last = path.replace("[", ".").replace("]", "").split(".")
+    node: Any = doc
+    for key in parents:
+        node = node[int(key)] if key.isdigit() else node[key]
+    node[last] = value
+
+
+@pytest.mark.parametrize(("path", "value", "field", "range_"), [c[1:] for c in POLICY_CASES],
+                         ids=[c[0] for c in POLICY_CASES])  # fmt: skip
+def test_a_policy_push_out_of_range_is_a_422_naming_the_field_and_the_range(
+    svc: Live, path: str, value: object, field: str, range_: str
+) -> None:
+    before = svc.get("admin", "/api/policy").json()
+    doc = yaml.safe_load(before["text"])
+    _set(doc, path, value)
+    r = svc.client.put("/api/policy", headers=svc.h("admin"), json={"text": yaml.safe_dump(doc)})
+    assert r.status_code == 422, r.text
+    out = r.json()
+    assert out["field"] == field, out
+    assert range_ in out["message"], out
+    assert svc.get("admin", "/api/policy").json()["version"] == before["version"]  # nothing stored
+
+
+@pytest.mark.parametrize("days", ["nan", "inf", "-inf", "1e300", "3651", "-1", "seven"])
+def test_review_days_out_of_range_is_refused_naming_the_option_and_the_range(days: str) -> None:
+    res = CliRunner().invoke(main, ["review", "--db", "sqlite:///nowhere.db", "--days", days])
+    assert res.exit_code == 2, res.output
+    assert "--days" in res.stderr and f"{days}: expected a number from 0 to 3,650" in res.stderr, res.stderr
+
+
+def test_review_days_at_the_limit_is_the_same_limit_the_api_takes(svc: Live) -> None:
+    assert svc.get("admin", "/api/review?days=3650").status_code == 200
+    assert svc.get("admin", "/api/review?days=3650.001").status_code == 422

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,15 @@ import httpx
 import pytest
 
 from fairshare.service.api.app import create_app
+from fairshare.service.clusters.backend import Observation
+from fairshare.service.clusters.fake import FakeCluster
+from fairshare.service.loop.cycle import SchedulerLoop
 from fairshare.service.loop.live_service import LiveService
-from fairshare.service.storage import tokens
+from fairshare.service.loop.options import LoopOptions
+from fairshare.service.storage import portfolio, tokens
 from fairshare.service.storage.store import Store
 
+from .conftest import FAKE_NODES, POLICY, Clock
 from .live_helpers import ManualClock, make_loop, small_scenario
 
 pytestmark = pytest.mark.slow
@@ -93,8 +99,6 @@ class Server:
 def server(tmp_path: Path) -> Iterator[Server]:
     """The API and dashboard over a loop that ran a busy stretch, then holds still (a manual clock,
     no loop thread): the page and the API show the same view."""
-    import uvicorn
-
     clock = ManualClock()
     scenario = small_scenario(jobs=80)
     with Store.open(f"sqlite:///{tmp_path / 'dash.db'}", clock) as store:
@@ -107,23 +111,34 @@ def server(tmp_path: Path) -> Iterator[Server]:
         with store.write() as tx:
             viewer = tokens.create_token(tx, "viewer", None, "browser", "test")[1]
         app = create_app(store, live=LiveService(store, loop), auth_cache_s=5.0)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-        thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
         try:
-            for _ in range(200):
-                if srv.started:
-                    break
-                threading.Event().wait(0.05)
-            yield Server(f"http://127.0.0.1:{port}", viewer, {"Authorization": f"Bearer {viewer}"})
+            with _serving(app) as url:
+                yield Server(url, viewer, {"Authorization": f"Bearer {viewer}"})
         finally:
-            srv.should_exit = True
-            thread.join(10)
-            sock.close()
             loop._reset()
+
+
+@contextmanager
+def _serving(app: Any) -> Iterator[str]:
+    """The app served by uvicorn on a free local port (a thread) while the block runs: its URL."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if srv.started:
+                break
+            threading.Event().wait(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+        sock.close()
 
 
 def _signed(x: float) -> str:
@@ -333,3 +348,61 @@ def test_a_row_is_reachable_with_the_tab_key(
             assert page.locator("#x-job").inner_text() == second
         finally:
             browser.close()
+
+
+class _BrokenDriver(FakeCluster):
+    """A cluster driver with a bug: while `broken`, reading the cluster raises (as in
+    test_loop_health.py)."""
+
+    broken = False
+
+    def observe(self, since: float, until: float) -> list[Observation]:
+        if self.broken:
+            raise RuntimeError("driver bug: index out of range")
+        return super().observe(since, until)
+
+
+def test_the_loop_badge_turns_red_with_the_reason_while_the_loop_fails(
+    tmp_path: Path, chromium: str, artifacts: Path, browser_env: dict[str, str | float | bool]
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    reason = "RuntimeError: driver bug: index out of range"
+    fake = _BrokenDriver(FAKE_NODES)
+    clock = Clock()
+    with Store.open(f"sqlite:///{tmp_path / 'failing.db'}", clock) as store:
+        with store.write() as tx:
+            portfolio.put_policy(tx, POLICY, "test")
+            viewer = tokens.create_token(tx, "viewer", None, "browser", "test")[1]
+        opts = LoopOptions(speed=0, forecast_s=0.0, publish_s=0.0, poll_s=0.1, refresh_s=0.1)
+        loop = SchedulerLoop(store, lambda: fake, clock, opts)
+        stop = threading.Event()
+        th = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+        th.start()
+        app = create_app(store, live=LiveService(store, loop), auth_cache_s=5.0)
+        try:
+            with _serving(app) as url, sync_playwright() as p:
+                browser, page = _open_page(p, chromium, browser_env, 1400)
+                try:
+                    page.goto(f"{url}/#token={viewer}")
+                    badge = page.locator("#loop-badge")
+                    page.wait_for_selector("#loop-badge.writer")
+                    assert badge.inner_text() == "scheduling"
+                    assert "failing" not in (badge.get_attribute("class") or "").split()
+                    fake.broken = True
+                    loop.wake.set()
+                    page.wait_for_selector("#loop-badge.failing", timeout=20_000)
+                    page.screenshot(path=str(artifacts / "dashboard-loop-failing.png"))
+                    assert (badge.get_attribute("class") or "").split() == ["badge", "failing"]
+                    assert badge.inner_text() == f"failing: {reason}"
+                    assert badge.get_attribute("title") == reason
+                    assert page.locator("#banner").inner_text() == f"The scheduler loop reported: {reason}"
+                    fake.broken = False  # fixed: the badge is the loop's role again
+                    page.wait_for_selector("#loop-badge.writer", timeout=20_000)
+                    assert badge.inner_text() == "scheduling"
+                finally:
+                    browser.close()
+        finally:
+            stop.set()
+            loop.wake.set()
+            th.join(15)

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from fairshare.service.api.app import create_app
-from fairshare.service.clusters.backend import Observation
+from fairshare.service.clusters.backend import Observation, Submitted
 from fairshare.service.clusters.fake import FakeCluster
 from fairshare.service.loop.cycle import SchedulerLoop
 from fairshare.service.loop.live_service import LiveService
@@ -23,7 +23,7 @@ from fairshare.service.loop.options import LoopOptions
 from fairshare.service.storage import audit, portfolio, tokens
 from fairshare.service.storage.store import Store
 
-from .conftest import FAKE_NODES, POLICY, Clock
+from .conftest import FAKE_NODES, POLICY, T0, Clock, tick
 
 
 class BrokenDriver(FakeCluster):
@@ -147,3 +147,40 @@ def test_an_exception_that_breaks_the_pass_is_set_aside_named_and_the_loop_goes_
             stop.set()
             loop.wake.set()
             th.join(15)
+
+
+def test_a_submission_whose_resolution_breaks_is_set_aside_named_and_not_retried(
+    fake_loop: tuple[SchedulerLoop, FakeCluster, Store], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stands in for a bug resolving one job's spec (not an InputError): before, the pass failed on
+    it at every cycle and no job was ever scheduled again."""
+    from fairshare.service.loop.requests import Requests
+
+    loop, fake, store = fake_loop
+    real = Requests.build
+    tried: list[str] = []
+
+    def breaking(self: Requests, policy: Any, job_id: str, spec: Any, t: float, truth: bool = False) -> Any:
+        tried.append(job_id)
+        if job_id == "boom":
+            raise ZeroDivisionError("float division by zero")
+        return real(self, policy, job_id, spec, t, truth)
+
+    monkeypatch.setattr(Requests, "build", breaking)
+    spec = {"group": "ops", "class": "train", "gpus": 8, "estimate": 3600.0}
+    fake.push(
+        Submitted(T0 + 10, "ok1", spec), Submitted(T0 + 11, "boom", spec), Submitted(T0 + 12, "ok2", spec)
+    )
+    for _ in range(4):
+        tick(loop, clock, 600)  # raised ZeroDivisionError at every cycle before
+    e = loop.engine
+    assert e is not None
+    assert tried.count("boom") == 1  # set aside once, not retried every cycle
+    assert {"ok1", "ok2"} <= set(e.info) and "boom" not in e.info
+    assert "set aside" in e.rejected["boom"] and "ZeroDivisionError" in e.rejected["boom"]
+    named = loop.status()["set_aside"]  # /api/status's loop
+    assert [(x["job"], x["error"]) for x in named] == [("boom", "ZeroDivisionError: float division by zero")]
+    with store.read() as tx:
+        refused = [r for r in audit.query(tx, job="boom", limit=None) if r.decision == "submit_rejected"]
+    assert len(refused) == 1 and "set aside" in refused[0].evidence["reason"]
+    assert "ZeroDivisionError" in refused[0].evidence["reason"]

@@ -130,6 +130,18 @@ MAX_FORECAST = 100_000
 FORECAST_PASS_MULTIPLE = 4
 FORECAST_MIN_UNITS = 200
 
+# --- service (API query parameters and the service commands) ---------------------------------
+#: `/api/jobs?limit`: jobs in one answer (the queue beyond it is counted, not listed).
+MAX_JOBS_PAGE = 10_000
+#: `/api/decisions?limit`: audit records in one page (`next_after` pages on).
+MAX_DECISIONS_PAGE = 1_000
+#: `/api/review?days` and `fairshare review --days`: the expiry horizon, 0 .. the longest duration
+#: in days (an exception cannot last longer).
+MAX_REVIEW_DAYS = MAX_DURATION / 86400
+#: Counters and ids the API takes (progress `step`/`from_step`, record and version ids, a page's
+#: `after`): 0 .. 2^53, the integers a JSON number (a double) carries exactly.
+MAX_COUNTER = 2**53
+
 # --- output folders --------------------------------------------------------------------------
 #: A complete.json (a marker listing a folder's files): a replay's lists 6 files, a compare
 #: output's one file per replay folder; anything larger is not one of ours.

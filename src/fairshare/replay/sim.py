@@ -129,12 +129,14 @@ class Simulator:
         journal: list[Event] | None = None,
         forecast: int = 0,
         report_progress: bool = False,
+        keep_order: bool = False,
     ) -> None:
         """`forecast` N > 0: forecast the start of about N jobs, sampled evenly in submit order,
         when they arrive (after their arrival's pass, if still pending), and report the error
         (metrics.json "forecast", decisions of kind "forecast"); `journal`: record the engine's;
         `report_progress`: the jobs report progress, checkpoints and resumes from their truth
-        (replay/reports.py) and hangs are found by the engine's stall rule, as live."""
+        (replay/reports.py) and hangs are found by the engine's stall rule, as live; `keep_order`:
+        each pass also orders the whole queue, kept in `order` (`explain --at`; as live)."""
         self.policy, self.cluster, self.jobs = policy, cluster, list(jobs)
         self.strategy = (
             get_strategy(strategy, policy.scheduling.preemption) if isinstance(strategy, str) else strategy
@@ -142,6 +144,8 @@ class Simulator:
         self.scenario = scenario
         self.progress = progress
         self.reports = report_progress
+        self.keep_order = keep_order
+        self.order: tuple[str, ...] = ()  # the last pass's order of the queue (keep_order)
         self.setup = EngineSetup(
             tree=tree,
             knobs=policy.knobs(),
@@ -270,7 +274,10 @@ class Simulator:
 
     def _pass(self) -> None:
         self.passes += 1
-        actions = self.engine.apply(decide(self.engine.snapshot(), self.strategy))
+        d = decide(self.engine.snapshot(), self.strategy, explain=self.keep_order)
+        if self.keep_order:
+            self.order = d.order
+        actions = self.engine.apply(d)
         for p in actions.preempts:
             self._preempt(p)
         for s in actions.starts:

@@ -1,11 +1,13 @@
-"""`fairshare explain`: the decisions that touched one job, with their evidence, and why it waited."""
+"""`fairshare explain`: the decisions that touched one job, with their evidence, and why it waited;
+with `--at T`, its place in line at T in a replay of the inputs (the live explain's function)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._units import fmt_duration
+from ..core.queue import Place, place_in_line, queue_order
 from ..errors import InputError
 from ..replay.outputs import (
     EXPORT_KIND,
@@ -17,6 +19,10 @@ from ..replay.outputs import (
     verified_folder,
     verified_output,
 )
+
+if TYPE_CHECKING:
+    from ..replay.loaded import Inputs
+    from ..replay.sim import Simulator
 
 HOLD_TEXT = {
     "no_capacity": "not enough free GPUs of an allowed type",
@@ -229,3 +235,63 @@ def _why_waited(events: list[dict[str, Any]], decisions: list[dict[str, Any]]) -
             if r["decision"] == "reserve" and a <= r["t"] and (b is None or r["t"] <= b):
                 out.append(f"    t={r['t']:.1f}: capacity reserved for it on {', '.join(r['nodes'])}")
     return out
+
+
+def replay_to(inputs: Inputs, strategy: str, t: float) -> Simulator:
+    """A replay of the inputs under `strategy` stopped after the instant t (or the last one before
+    it), each pass keeping the queue's order as the live loop does (Simulator keep_order)."""
+    from ..replay.sim import Simulator
+
+    sim = Simulator(
+        inputs.policy,
+        inputs.tree,
+        inputs.cluster,
+        inputs.jobs,
+        strategy,
+        scenario=inputs.name,
+        where=inputs.policy_where,
+        keep_order=True,
+    )
+    sim.run(until=t)
+    return sim
+
+
+def place_of(sim: Simulator, job: str) -> Place | None:
+    """The job's place in the replay's queue now (None unless it waits): the queue and the place
+    come from the functions the live queue and the live explain use (fairshare.core.queue), over
+    the order of the replay's last pass."""
+    pending = sim.engine.pending.jobs
+    if job not in pending:
+        return None
+    return place_in_line(queue_order(sim.order, pending), job, pending, sim.setup.tree)
+
+
+def explain_at(inputs: Inputs, strategy: str, job: str, t: float) -> str:
+    """`fairshare explain --at T`: the job's state at t in a replay of the inputs, and while it
+    waits its place in line, in its group's queue and the groups whose jobs are ahead of it. An
+    InputError if the inputs have no such job."""
+    request = next((j.request for j in inputs.jobs if j.id == job), None)
+    if request is None:
+        raise InputError("--job", job, "no such job in the inputs")
+    sim = replay_to(inputs, strategy, t)
+    place = place_of(sim, job)
+    e = sim.engine
+    head = f"job {job} at t={t:.1f} under {strategy}"
+    if place is None:
+        if request.submit > e.t:
+            return f"{head}: not submitted yet (it is submitted at t={request.submit:.1f})"
+        return f"{head}: {'running' if job in e.running else 'no longer waiting (it ended)'}"
+    paths = inputs.tree.paths
+    lines = [
+        f"{head}: waiting; #{place.position} of {place.queue_length} in the queue, "
+        f"#{place.group_position} of {place.group_queue_length} in {request.group}'s queue"
+        + (f" ({place.same_group_ahead} of its group's jobs ahead)" if place.same_group_ahead else ""),
+        "  (the order of the last pass at or before then, as the live queue shows it)",
+    ]
+    if place.ahead:
+        lines.append("jobs ahead of it from other groups:")
+        for a in place.ahead:
+            lines.append(
+                f"  {paths[a.side]}: {a.jobs} job(s), {a.gpus} GPU(s) (against its side {paths[a.mine]})"
+            )
+    return "\n".join(lines)

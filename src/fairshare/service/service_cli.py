@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from .._cli_runtime import BoundedFloat
+from ..inputs import limits
+
 if TYPE_CHECKING:
     from .storage.store import Store
 
@@ -249,7 +252,13 @@ def audit_export(db: str, out: Path, no_verify: bool) -> None:
 
 @click.command("review")
 @_db_option
-@click.option("--days", type=click.FloatRange(min=0), default=7, show_default=True, help="Expiry horizon.")
+@click.option(
+    "--days",
+    type=BoundedFloat(0.0, limits.MAX_REVIEW_DAYS),
+    default=7,
+    show_default=True,
+    help="Expiry horizon (0 .. 3,650 days).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def review_cmd(db: str, days: float, as_json: bool) -> None:
     """Nodes past their review date; exceptions expiring within --days; tokens on removed nodes."""

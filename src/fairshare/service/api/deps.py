@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, Field
 from starlette.concurrency import run_in_threadpool
 
+from ...inputs.limits import MAX_COUNTER
 from ..service_errors import Forbidden, Unauthorized
 from ..storage.roles import JOB_ROLE, Principal
 from ..storage.store import Store
@@ -36,7 +37,7 @@ Text = Annotated[str, AfterValidator(clean_text)]
 Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(clean_text)]
 LongText = Annotated[str, Field(max_length=4000), AfterValidator(clean_text)]
 Path = Annotated[str, Field(min_length=1, max_length=1000), AfterValidator(clean_text)]
-Id = Annotated[int, Field(ge=1, le=2**53)]
+Id = Annotated[int, Field(ge=1, le=MAX_COUNTER)]
 
 
 def instant(value: str) -> float:

@@ -7,13 +7,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from ...errors import InputError
+from ...inputs.limits import MAX_COUNTER, MAX_DECISIONS_PAGE
 from ..storage import audit, bounds
 from ..timefmt import iso
 from .deps import Caller, Instant, StoreDep, Text, instant
 from .models import DecisionOut, DecisionPage
 
 router = APIRouter(prefix="/api/decisions", tags=["decisions"])
-MAX_LIMIT = 1000
 
 
 @router.get(
@@ -33,8 +33,8 @@ def list_(
     kind: Annotated[Text | None, Query(max_length=100)] = None,
     since: Annotated[Instant | None, Query()] = None,
     until: Annotated[Instant | None, Query()] = None,
-    after: Annotated[int, Query(ge=0, le=2**53)] = 0,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
+    after: Annotated[int, Query(ge=0, le=MAX_COUNTER)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_DECISIONS_PAGE)] = 100,
     order: Annotated[Literal["asc", "desc"], Query()] = "asc",
 ) -> DecisionPage:
     lo = _instant("since", since)

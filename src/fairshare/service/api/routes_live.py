@@ -170,7 +170,7 @@ async def jobs(
     _: FastCaller,
     state: Annotated[Literal["pending", "running", "ended", "active", "all"], Query()] = "active",
     group: Annotated[Path | None, Query(description="A tree node: its jobs and those under it")] = None,
-    limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+    limit: Annotated[int, Query(ge=1, le=limits.MAX_JOBS_PAGE)] = 1000,
 ) -> JSON:
     v = _live(request).view
     if group is not None and group not in v.index:

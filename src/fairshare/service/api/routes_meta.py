@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from ..storage import audit, portfolio, tokens
+from ...inputs.limits import MAX_REVIEW_DAYS
+from ..storage import audit, bounds, portfolio, tokens
 from ..storage.recovery import recovery_from_audit
 from ..storage.review import review
 from ..storage.roles import require_admin
@@ -52,7 +53,8 @@ def whoami(caller: Caller) -> WhoAmI:
 
 
 @router.get("/api/review", tags=["policy"], summary="Nodes past review, exceptions expiring soon")
-def review_(store: StoreDep, _: Caller, days: Annotated[float, Query(ge=0, le=3650)] = 7.0) -> dict[str, Any]:
+def review_(store: StoreDep, _: Caller, days: Annotated[float, Query()] = 7.0) -> dict[str, Any]:
+    days = bounds.within("review", "days", days, 0.0, MAX_REVIEW_DAYS)
     with store.read() as tx:
         r = review(
             portfolio.current_policy(tx),

@@ -11,16 +11,16 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
+from ...inputs.limits import MAX_COUNTER
 from .deps import Path, Reporter, Text
 from .models import Request as StrictRequest
 from .routes_live import JSON, _live
 
 router = APIRouter(tags=["progress"])
-MAX_STEP = 2**53  # a counter JSON carries exactly
 
 
 class StepReport(StrictRequest):
-    step: int = Field(ge=0, le=MAX_STEP, description="The job's own counter: steps, samples, tokens.")
+    step: int = Field(ge=0, le=MAX_COUNTER, description="The job's own counter: steps, samples, tokens.")
 
 
 class CheckpointReport(StepReport):
@@ -28,7 +28,7 @@ class CheckpointReport(StepReport):
 
 
 class ResumedReport(StrictRequest):
-    from_step: int = Field(ge=0, le=MAX_STEP, description="The step of the checkpoint the run restored.")
+    from_step: int = Field(ge=0, le=MAX_COUNTER, description="The step of the checkpoint the run restored.")
 
 
 async def _report(

@@ -314,14 +314,18 @@ class SchedulerLoop:
         if isinstance(o, Submitted):
             if o.job in e.info or o.job in e.rejected:
                 return
+            reason: str | None = None
+            pol = self.policy(e.policy_sha)  # a database error fails the cycle (retried), not the job
             try:
-                req = self._request(o, t)
+                req = self._request(o, t, pol)
             except InputError as exc:
-                e.reject(o.job, str(exc))
-                audits.append(AuditRecord(t, "submit_rejected", o.job, {"reason": str(exc)}, e.policy_sha))
+                reason = str(exc)
+            except Exception as exc:  # a bug resolving this job: set aside, not retried every cycle
+                reason = self.health.set_aside_job(o.job, f"{type(exc).__name__}: {exc}")
+            if reason is not None:
+                e.reject(o.job, reason)
+                audits.append(AuditRecord(t, "submit_rejected", o.job, {"reason": reason}, e.policy_sha))
             else:
-                import dataclasses
-
                 e.submit(dataclasses.replace(req, submit=t, seq=e.submits))
         elif isinstance(o, Started):
             if o.job not in e.state.pending.jobs:
@@ -361,9 +365,9 @@ class SchedulerLoop:
         self.seen[o.key] = o.t
         self.counters.count(o, e)
 
-    def _request(self, o: Submitted, t: float) -> JobRequest:
+    def _request(self, o: Submitted, t: float, pol: Policy) -> JobRequest:
         """A submission's request: as resolved when it was submitted (an API submission) if the
-        policy version and the nodes are still the same, else resolved now from its spec."""
+        policy version and the nodes are still the same, else resolved now under `pol`."""
         e = self.engine
         assert e is not None and self.requests is not None
         nodes = e.serving_nodes()
@@ -372,7 +376,7 @@ class SchedulerLoop:
             return done.job.request
         if self.requests.nodes != nodes:  # the cluster's nodes changed
             self.requests = Requests(nodes)
-        return self.requests.build(self.policy(e.policy_sha), o.job, o.spec, t).request
+        return self.requests.build(pol, o.job, o.spec, t).request
 
     def resolve_submission(self, job_id: str, spec: Mapping[str, Any], t: float) -> Submission:
         """(demo) An API submission resolved against the policy in force, with its truth: once,

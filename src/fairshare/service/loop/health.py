@@ -83,6 +83,13 @@ class LoopHealth:
         except Exception:  # the database may be what fails: the log and /api/status still say it
             log.exception("could not audit the loop's error")
 
+    def set_aside_job(self, job: str, error: str) -> str:
+        """A submission whose resolution raised (not an InputError: a bug): the reason it is
+        rejected with (audited `submit_rejected`), listed in /api/status's set_aside."""
+        log.exception("job %s set aside: resolving its submission failed (%s)", job, error)
+        self.set_aside.append({"job": job, "error": error, "at": iso(self.now())})
+        return f"set aside by the scheduler loop: resolving it failed ({error})"[:2000]
+
     def set_aside_exception(self, store: Store, suspects: set[int], error: str) -> int | None:
         """The same error twice in a row, with exceptions in force that were not at the last
         completed cycle: end the newest of them (audited, naming the error), so the loop goes on

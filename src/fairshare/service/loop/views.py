@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...core.fairness import priority
+from ...core.queue import Place, place_in_line, places, queue_order
 from ...core.scheduler import decide
 from ...core.tree import TreeIndex
 from ...engine.ledger import Ledger
@@ -284,16 +285,11 @@ def build_view(
         )
     names = e.node_names()
     queue = queue_order(order, e.state.pending.jobs)
-    pos = {j: k + 1 for k, j in enumerate(queue)}
-    group_pos: dict[str, int] = {}
-    seen_in_leaf: dict[int, int] = {}
-    for j in queue:
-        leaf = e.state.pending.jobs[j].leaf
-        seen_in_leaf[leaf] = seen_in_leaf.get(leaf, 0) + 1
-        group_pos[j] = seen_in_leaf[leaf]
+    placed = places(queue, e.state.pending.jobs)
     jobs: dict[str, JobRow] = {}
     for jid in list(e.state.pending.jobs) + list(e.state.running):
-        jobs[jid] = _job_row(e, jid, names, pos.get(jid), group_pos.get(jid), why.get(jid))
+        pos, group_pos = placed.get(jid, (None, None))
+        jobs[jid] = _job_row(e, jid, names, pos, group_pos, why.get(jid))
     done = [
         j
         for j, rec in e.info.items()
@@ -432,15 +428,6 @@ def _series(ledger: Ledger, unalloc: Ledger, paths: Sequence[str]) -> dict[str, 
     }
 
 
-def queue_order(order: Sequence[str], pending: Mapping[str, Any]) -> tuple[str, ...]:
-    """The queue as the API, the dashboard and explain show it: the last pass's order of the jobs
-    still pending, then pending jobs no pass has ordered yet (in arrival order). Places in line
-    and the jobs ahead of a job come from this one order."""
-    queued = [j for j in order if j in pending]
-    seen = set(queued)
-    return (*queued, *(j for j in pending if j not in seen))
-
-
 def explain(view: View, job_id: str) -> dict[str, Any] | None:
     """Why a pending job waits: its hold reason, its place in its group's queue and in the whole
     order, its group's debt against the groups whose jobs are ahead of it, its forecast start."""
@@ -457,28 +444,16 @@ def explain(view: View, job_id: str) -> dict[str, Any] | None:
         return out
     tree = view.sides
     assert tree is not None  # a view with pending jobs is an engine's
-    ahead = view.order[: (row.position or 1) - 1]
-    same = 0
-    by_side: dict[int, dict[str, int]] = {}
-    for jid in ahead:
-        other = view.jobs.get(jid)
-        if other is None:
-            continue
-        if other.leaf == row.leaf:
-            same += 1
-            continue
-        mine, theirs = tree.sides(row.leaf, other.leaf)
-        entry = by_side.setdefault(theirs, {"mine": mine, "jobs": 0, "gpus": 0})
-        entry["jobs"] += 1
-        entry["gpus"] += other.gpus
+    place = place_in_line(view.order, job_id, view.jobs, tree)  # the queue /api/jobs lists
+    same = place.same_group_ahead
     against = []
-    for theirs, entry in sorted(by_side.items(), key=lambda kv: -kv[1]["jobs"]):
-        a, b = view.tree[entry["mine"]], view.tree[theirs]
+    for side in place.ahead:
+        a, b = view.tree[side.mine], view.tree[side.side]
         against.append(
             {
                 "group": b.path,
-                "jobs_ahead": entry["jobs"],
-                "gpus_ahead": entry["gpus"],
+                "jobs_ahead": side.jobs,
+                "gpus_ahead": side.gpus,
                 "my_side": a.path,
                 "my_side_debt_gpu_h": a.debt_s / H,
                 "my_side_priority": a.priority,
@@ -493,10 +468,10 @@ def explain(view: View, job_id: str) -> dict[str, Any] | None:
         {
             "why_pending": row.why,
             "why_pending_text": HOLD_TEXT.get(row.why or "queued", HOLD_TEXT["queued"]),
-            "position": row.position,
-            "queue_length": len(view.order),
-            "group_position": row.group_position,
-            "group_queue_length": leaf.pending,
+            "position": place.position,
+            "queue_length": place.queue_length,
+            "group_position": place.group_position,
+            "group_queue_length": place.group_queue_length,
             "same_group_ahead": same,
             "group": {
                 "path": leaf.path,
@@ -517,7 +492,7 @@ def explain(view: View, job_id: str) -> dict[str, Any] | None:
             else "not forecast to start within the forecast's horizon (or not forecast yet)",
         }
     )
-    out["summary"] = _summary(row, leaf, against, same, forecast)
+    out["summary"] = _summary(row, place, against, forecast)
     return out
 
 
@@ -536,12 +511,11 @@ def _side_text(a: NodeRow, b: NodeRow) -> str:
     )
 
 
-def _summary(
-    row: JobRow, leaf: NodeRow, against: list[dict[str, Any]], same: int, forecast: float | None
-) -> str:
+def _summary(row: JobRow, place: Place, against: list[dict[str, Any]], forecast: float | None) -> str:
+    same = place.same_group_ahead
     parts = [f"{row.id} waits: {HOLD_TEXT.get(row.why or 'queued', HOLD_TEXT['queued'])}."]
     parts.append(
-        f"It is #{row.position} in the queue and #{row.group_position} in {row.group}'s queue"
+        f"It is #{place.position} in the queue and #{place.group_position} in {row.group}'s queue"
         + (f" ({same} of its group's jobs ahead)" if same else "")
         + "."
     )
