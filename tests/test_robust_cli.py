@@ -136,7 +136,7 @@ def test_a_bad_option_names_itself_and_exits_2(
         (["compare", "--scenario", "eight-gpu", "--out", "o", "--repeat", "1e3"], "error: --repeat: 1e3:"),
         (["compare", "--scenario", "eight-gpu", "--out", "o", "--rebase=x"], "error: --rebase"),
         (["explain", "--out", "o"], "error: --job: missing: the option is required"),
-        (["review", "--days", "x"], "error: --days: 'x' is not a valid float"),
+        (["review", "--days", "x"], "error: --days: x: expected a number from 0 to 3,650"),
     ],
     ids=[
         "unknown-option",

@@ -274,7 +274,8 @@ class Simulator:
 
     def _pass(self) -> None:
         self.passes += 1
-        d = decide(self.engine.snapshot(), self.strategy, explain=self.keep_order)
+        snap = self.engine.snapshot()
+        d = decide(snap, self.strategy, explain=True) if self.keep_order else decide(snap, self.strategy)
         if self.keep_order:
             self.order = d.order
         actions = self.engine.apply(d)
