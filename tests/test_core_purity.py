@@ -38,7 +38,7 @@ def test_decide_never_mutates_its_snapshot_nor_reads_the_clock(
     real = scheduler_decide
     calls = [0]
 
-    def checked(snap: Snapshot, strategy: Strategy) -> Decisions:
+    def checked(snap: Snapshot, strategy: Strategy, explain: bool = False) -> Decisions:
         before = _state(snap)
 
         def no_clock() -> float:
@@ -49,7 +49,7 @@ def test_decide_never_mutates_its_snapshot_nor_reads_the_clock(
             m.setattr(time, "monotonic", no_clock)
             m.setattr(time, "perf_counter", no_clock)
             m.setattr("builtins.open", lambda *a, **k: (_ for _ in ()).throw(AssertionError("core did I/O")))
-            d = real(snap, strategy)
+            d = real(snap, strategy, explain)
         assert _state(snap) == before
         calls[0] += 1
         return d
@@ -64,8 +64,8 @@ def test_same_snapshot_gives_same_decisions(monkeypatch: pytest.MonkeyPatch) -> 
     real = scheduler_decide
     mismatches = []
 
-    def twice(snap: Snapshot, strategy: Strategy) -> Decisions:
-        a, b = real(snap, strategy), real(snap, strategy)
+    def twice(snap: Snapshot, strategy: Strategy, explain: bool = False) -> Decisions:
+        a, b = real(snap, strategy, explain), real(snap, strategy, explain)
         if a != b:
             mismatches.append(snap.now)
         return a

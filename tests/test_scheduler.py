@@ -44,9 +44,9 @@ def _pass_times(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     times: list[float] = []
     real = scheduler.decide
 
-    def recording(snap: Any, strategy: Any) -> Any:
+    def recording(snap: Any, strategy: Any, explain: bool = False) -> Any:
         times.append(snap.now)
-        return real(snap, strategy)
+        return real(snap, strategy, explain)
 
     monkeypatch.setattr(sim, "decide", recording)
     return times

@@ -106,6 +106,23 @@ def estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
+def scenario_names(scenario: str, files_given: bool, allow_all: bool = False) -> list[str]:
+    """The built-in scenarios `--scenario` names (`all`: every one, where `allow_all`); an
+    InputError when input files are given too or the name is unknown."""
+    from .inputs.scenarios import SCENARIOS
+
+    if files_given:
+        raise InputError(
+            "--scenario", "", "use either --scenario or --trace or --policy/--cluster/--workload"
+        )
+    if allow_all and scenario == "all":
+        return list(SCENARIOS)
+    if scenario not in SCENARIOS:
+        known = ", ".join([*(["all"] if allow_all else []), *SCENARIOS])
+        raise InputError("--scenario", scenario, f"unknown scenario (known: {known})")
+    return [scenario]
+
+
 def overstate_factors(overstate: str | None) -> tuple[float, float] | None:
     """--overstate LOW:HIGH checked (before any input is read): the factors, or None."""
     if overstate is None:

@@ -14,6 +14,7 @@ from ._cli_inputs import (
     file_inputs,
     overstate_factors,
     overstated,
+    scenario_names,
     source_options,
     window_options,
 )
@@ -236,16 +237,8 @@ def compare(
         options = window_options(jobs_window, round_gpus, clip_duration, rebase, repeat)
         jobs: list[tuple[str, Inputs]] = []  # (folder under OUT, inputs)
         if scenario is not None:
-            if policy_path or cluster or workload or trace or site:
-                raise InputError(
-                    "--scenario", "", "use either --scenario or --trace or --policy/--cluster/--workload"
-                )
-            chosen = list(SCENARIOS) if scenario == "all" else [scenario]
-            for s in chosen:
-                if s not in SCENARIOS:
-                    raise InputError(
-                        "--scenario", s, f"unknown scenario (known: all, {', '.join(SCENARIOS)})"
-                    )
+            files = bool(policy_path or cluster or workload or trace or site)
+            for s in scenario_names(scenario, files, allow_all=True):
                 jobs.append((s, overstated(inputs_from_scenario(SCENARIOS[s](seed)), factors, seed)))
         else:
             inputs = file_inputs(
@@ -490,13 +483,8 @@ def _explain_inputs(
             site,
         )
         return inputs
-    if policy_path or cluster or workload or trace or site:
-        raise InputError(
-            "--scenario", scenario, "use either --scenario or --trace or --policy/--cluster/--workload"
-        )
-    if scenario not in SCENARIOS:
-        raise InputError("--scenario", scenario, f"unknown scenario (known: {', '.join(SCENARIOS)})")
-    return inputs_from_scenario(SCENARIOS[scenario](seed))
+    (name,) = scenario_names(scenario, bool(policy_path or cluster or workload or trace or site))
+    return inputs_from_scenario(SCENARIOS[name](seed))
 
 
 register_service_commands(main)  # token, policy, audit, review (docs/service.md)

@@ -219,12 +219,10 @@ def check_policies(names: Sequence[str], option: str = "--policies") -> list[str
     return out
 
 
-def run_strategy(
-    inputs: Inputs, strategy: str, progress: Callable[[int], None] | None = None, forecast: int = 0
-) -> ReplayOutput:
-    """Replay the inputs under one named strategy (fairshare, fifo, ...); `forecast` > 0 also
-    measures the start forecast on about that many jobs (Simulator)."""
-    sim = Simulator(
+def simulator(inputs: Inputs, strategy: str, **options: Any) -> Simulator:
+    """A Simulator of the inputs under one named strategy (fairshare, fifo, ...); `options` are
+    Simulator's keywords (progress, forecast, keep_order, ...)."""
+    return Simulator(
         inputs.policy,
         inputs.tree,
         inputs.cluster,
@@ -232,10 +230,16 @@ def run_strategy(
         strategy,
         scenario=inputs.name,
         where=inputs.policy_where,
-        progress=progress,
-        forecast=forecast,
+        **options,
     )
-    return sim.run()
+
+
+def run_strategy(
+    inputs: Inputs, strategy: str, progress: Callable[[int], None] | None = None, forecast: int = 0
+) -> ReplayOutput:
+    """Replay the inputs under one named strategy (fairshare, fifo, ...); `forecast` > 0 also
+    measures the start forecast on about that many jobs (Simulator)."""
+    return simulator(inputs, strategy, progress=progress, forecast=forecast).run()
 
 
 def compare(

@@ -274,8 +274,7 @@ class Simulator:
 
     def _pass(self) -> None:
         self.passes += 1
-        snap = self.engine.snapshot()
-        d = decide(snap, self.strategy, explain=True) if self.keep_order else decide(snap, self.strategy)
+        d = decide(self.engine.snapshot(), self.strategy, explain=self.keep_order)
         if self.keep_order:
             self.order = d.order
         actions = self.engine.apply(d)

@@ -240,18 +240,9 @@ def _why_waited(events: list[dict[str, Any]], decisions: list[dict[str, Any]]) -
 def replay_to(inputs: Inputs, strategy: str, t: float) -> Simulator:
     """A replay of the inputs under `strategy` stopped after the instant t (or the last one before
     it), each pass keeping the queue's order as the live loop does (Simulator keep_order)."""
-    from ..replay.sim import Simulator
+    from ..replay.runner import simulator
 
-    sim = Simulator(
-        inputs.policy,
-        inputs.tree,
-        inputs.cluster,
-        inputs.jobs,
-        strategy,
-        scenario=inputs.name,
-        where=inputs.policy_where,
-        keep_order=True,
-    )
+    sim = simulator(inputs, strategy, keep_order=True)
     sim.run(until=t)
     return sim
 
