@@ -170,6 +170,27 @@ def test_what_the_actions_keep_about_a_job_ends_with_the_job(db: str) -> None:
         assert isinstance(last, SlurmCluster) and last.actions.intended == {}
 
 
+def test_what_the_cluster_side_notes_about_a_job_ends_with_the_job(db: str) -> None:
+    # unmapped jobs are noted once while Slurm lists them; once purged, the note's key and the
+    # first submit seen go with them, cycle after cycle, and a job still listed is not noted again
+    with rig(db) as r:
+        kept = r.fake.submit("root", 1)
+        for cycle in range(1, 6):
+            jobs = [r.fake.submit("root", 2), r.fake.submit("product", 1)]
+            r.tick(schedule=False)
+            backend = r.loop.backend
+            assert isinstance(backend, SlurmCluster)
+            assert f"unmapped:{jobs[0]}" in backend.noted and str(jobs[1]) in backend.first_submit
+            for j in jobs:
+                r.fake.forget(j)
+            for _ in range(int(r.options.grace_s // 15) + 2):
+                r.tick(schedule=False)
+            gone = {str(j) for j in jobs}
+            assert not gone & set(backend.noted.values()) and not gone & set(backend.first_submit)
+            assert f"unmapped:{kept}" in backend.noted
+            assert len(r.records("slurm_unmapped")) == cycle + 1  # each job once, `kept` once
+
+
 @pytest.mark.parametrize(
     "held_cycles",
     [pytest.param(1, id="held_for_one_cycle"), pytest.param(4, id="held_for_several_cycles")],

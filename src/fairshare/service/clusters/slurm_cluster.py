@@ -121,7 +121,7 @@ class SlurmCluster:
         self.first_submit: dict[str, float] = {}
         self.missing: dict[str, float] = {}  # job -> when first seen gone without an end
         self.node_change: dict[int, float] = {}  # node -> when its drain (or return) was seen
-        self.noted: set[str] = set()
+        self.noted: dict[str, str | None] = {}  # key of a note made -> its job (None: a node's)
         band = Band(s.priority_min, s.priority_max, s.priority_step)
         self.actions = SlurmActions(client, self, engine, self.opt, band)
         self.resumed = 0.0
@@ -200,13 +200,21 @@ class SlurmCluster:
                 news.add(job)
         self._gone(e, news, until, out)
         self.actions.forget_gone()
+        self._forget(ids)
         return in_order(out)
+
+    def _forget(self, seen: set[str]) -> None:
+        """Drop what this side keeps per job (the notes made, the first submit seen) for jobs the
+        read no longer shows: a service runs for months, and a job Slurm and accounting no longer
+        list is not read again (a later run of it is a new run, noted anew)."""
+        self.noted = {k: j for k, j in self.noted.items() if j is None or j in seen}
+        self.first_submit = {j: t for j, t in self.first_submit.items() if j in seen}
 
     def _note(
         self, out: list[Observation], key: str, t: float, kind: str, job: str | None, **ev: Any
     ) -> None:
         if key not in self.noted:
-            self.noted.add(key)
+            self.noted[key] = job
             out.append(Noted(t, kind, job, ev))
 
     def _nodes_changed(
