@@ -105,7 +105,8 @@ class _Pass:
         self.sched = snap.knobs
         self.victims_latest = max(snap.victims_at, default=-math.inf)
         # node -> (expected end, estimated end, GPUs, job) of its runs, by expected end (_ready)
-        self.ends_on: dict[int, list[tuple[float, float, int, str]]] | None = None
+        # node -> (expected end, estimated end, GPUs there, job, the run's GPUs), by expected end
+        self.ends_on: dict[int, list[tuple[float, float, int, str, int]]] | None = None
         self.next_unprotected = math.inf  # the first protection end after now of those runs
 
     # ------------------------------------------------------------------ effects on the pass
@@ -129,7 +130,7 @@ class _Pass:
             st = self.s.states[job.id]
             end = self.s.now + remaining(job, st.starts > 0, st.kept)
             for i, g in alloc:
-                bisect.insort(self.ends_on.setdefault(i, []), (end, end, g, job.id))
+                bisect.insort(self.ends_on.setdefault(i, []), (end, end, g, job.id, job.gpus))
         self.view.take(alloc)
         self.starts.append(Start(job.id, alloc, charge, evidence))
         self.handled.add(job.id)
@@ -241,7 +242,8 @@ class _Pass:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
         until: float | None = None
         if self.sched.reservation_backfill:
-            held, until = self._hold_nodes_by_estimate(shape, self._victims_not_before(job))
+            not_before, largest = self._victims_not_before(job), self.strategy.victims.largest_victim(job)
+            held, until = self._hold_nodes_by_estimate(shape, not_before, largest)
         else:
             held = self._hold_nodes(job, shape)
         if held:
@@ -251,7 +253,9 @@ class _Pass:
             self.n_reserved += 1
             ev["reserved_nodes"] = [self.s.index.nodes[i].name for i in held]
 
-    def _hold_nodes_by_estimate(self, shape: Shape, not_before: float) -> tuple[tuple[int, ...], float]:
+    def _hold_nodes_by_estimate(
+        self, shape: Shape, not_before: float, largest: float = math.inf
+    ) -> tuple[tuple[int, ...], float]:
         """The k nodes of one allowed type, not held for another job yet, expected to have
         `per_node` free GPUs soonest (_ready; ties: the most free GPUs now, then the lowest index),
         and when the last of them is expected to (the reservation's expected start); of the types,
@@ -261,7 +265,7 @@ class _Pass:
         best: tuple[float, int, tuple[int, ...]] | None = None
         for ty in shape.types if shape.types is not None else range(len(index.types)):
             ranked = sorted(
-                (self._ready(i, per, not_before), -view.free(i), i)
+                (self._ready(i, per, not_before, largest), -view.free(i), i)
                 for i in range(len(index.nodes))
                 if index.node_type[i] == ty and index.available[i] and i not in held
             )[: shape.nodes]
@@ -272,19 +276,25 @@ class _Pass:
                 best = (at, free, tuple(sorted(r[2] for r in ranked)))
         return (best[2], best[0]) if best is not None else ((), self.s.now)
 
-    def _ready(self, i: int, per_node: int, not_before: float = -math.inf) -> float:
+    def _ready(
+        self, i: int, per_node: int, not_before: float = -math.inf, largest: float = math.inf
+    ) -> float:
         """When node i is expected to have `per_node` free GPUs: now if it has them, else as its
         runs end by their estimates (the pass's starts included, its preemptions not), or earlier
         by their protection's end when the strategy's victim rule could take them (over-served
-        side, budget left), but not before `not_before` (_victims_not_before); infinity if never.
-        Reads estimates only, never the true run times."""
+        side, budget left, no more GPUs than `largest`), but not before `not_before`
+        (_victims_not_before); infinity if never. Reads estimates only, never the true run times."""
         free = self.view.free(i)
         if free >= per_node:
             return self.s.now
         ends = self._ends().get(i, [])
-        if not_before > -math.inf:  # a run is taken no earlier than not_before, nor after its end
-            ends = sorted((min(est, max(end, not_before)), est, g, jid) for end, est, g, jid in ends)
-        for end, _, g, jid in ends:
+        if not_before > -math.inf or any(e[4] > largest for e in ends):
+            # a run is taken no earlier than not_before, nor after its end; a larger one not at all
+            ends = sorted(
+                (est if gpus > largest else min(est, max(end, not_before)), est, g, jid, gpus)
+                for end, est, g, jid, gpus in ends
+            )
+        for end, _, g, jid, _ in ends:
             if jid in self.gone:
                 continue
             free += g
@@ -292,7 +302,7 @@ class _Pass:
                 return max(self.s.now, end)
         return math.inf
 
-    def _ends(self) -> dict[int, list[tuple[float, float, int, str]]]:
+    def _ends(self) -> dict[int, list[tuple[float, float, int, str, int]]]:
         """ends_on, built at its first use in the pass (_ready), with next_unprotected."""
         if self.ends_on is None:
             self.ends_on = {}
@@ -309,7 +319,7 @@ class _Pass:
                     if s.now < end < est:
                         self.next_unprotected = min(self.next_unprotected, end)
                 for n, g in r.alloc:
-                    self.ends_on.setdefault(n, []).append((end, est, g, r.job.id))
+                    self.ends_on.setdefault(n, []).append((end, est, g, r.job.id, r.job.gpus))
             for ends in self.ends_on.values():
                 ends.sort()
         return self.ends_on
