@@ -232,3 +232,34 @@ def test_a_job_backfilled_until_the_expected_start_does_not_delay_the_reservatio
             starts[st.job] = t
     assert starts.get("R") == 2300.0
     assert "C" not in starts or starts["C"] >= 2300.0
+
+
+@pytest.mark.parametrize(
+    ("r_gpus", "starts"),
+    [(2, True), (8, False)],
+    ids=["2-gpu-job-expects-the-3-and-4-gpu-runs-at-their-estimated-ends", "8-gpu-job-may-take-them-at-2300"],
+)
+def test_a_reservation_expects_no_run_larger_than_its_job_to_be_taken(r_gpus: int, starts: bool) -> None:
+    # The over-served rule's setting under its share (a 60, b 20, c 20; b waits with a 16-GPU gang):
+    # node 0 runs c1 (4 GPUs) and c2 (3), over-served, protected until 2300; one GPU is free. R
+    # (a, waiting since 0) holds node 0. An 8-GPU R could take both at 2300, so C (ending in an
+    # hour) may not use the held GPU; a 2-GPU R may take neither (no larger victim), so they
+    # leave at their estimated ends (37,700) and C may.
+    e = _engine((60.0, 20.0, 20.0))
+    e.begin(0.0)
+    _submit(e, "R", "a", r_gpus, H, 600.0)
+    e.settle()
+    e.begin(RUNS_FROM)
+    _run(e, "a1", "a", 8, 100 * H, 100 * H, 1)
+    _run(e, "c1", "c", 4, 10 * H, 600.0, 0)
+    _run(e, "c2", "c", 3, 10 * H, 600.0, 0)
+    e.settle()
+    e.begin(1950.0)
+    _submit(e, "C", "c", 1, H, 600.0)
+    e.settle()
+    e.begin(NOW)
+    _submit(e, "bP", "b", 16, H, 600.0)
+    e.settle()
+    d = decide(e.snapshot(), get_strategy("fairshare"))
+    assert not d.preempts and d.reservation == ("R", (0,))
+    assert _candidate_starts(d) is starts

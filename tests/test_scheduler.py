@@ -129,6 +129,30 @@ def test_victim_is_the_run_that_loses_least_work() -> None:
     assert pre[0]["lost_gpu_s"] == pytest.approx(60.0)
 
 
+@pytest.mark.parametrize(
+    ("b_jobs", "victims"),
+    [([1, 1], ["a1", "a0"]), ([2], ["a2"])],
+    ids=["1-gpu-jobs-take-1-gpu-runs-though-the-2-gpu-run-loses-less", "a-2-gpu-job-takes-the-2-gpu-run"],
+)
+def test_fair_share_never_takes_a_run_larger_than_the_job_it_starts(
+    b_jobs: list[int], victims: list[str]
+) -> None:
+    # A 4-GPU node: a's runs a0 (1 GPU, at 0), a1 (1 GPU, at 40 min), a2 (2 GPUs, at 59 min); b asks
+    # for 2 GPUs at 2 h (owed 2 of 4). Lost if preempted then: a0 1800, a1 1200, a2 2 x 60 = 120
+    # GPU-s. a2 loses least but holds 2 GPUs: 1-GPU jobs take a1 and then a0 instead (taking a2 for
+    # b0 would have freed b1's GPU too; the rule gives that up so that no larger run must find a
+    # hole its size again: docs/policy.md, issue 20); a 2-GPU job takes a2.
+    jobs = [
+        job("a0", 0, "a", "train", 1, 20 * H),
+        job("a1", 2400, "a", "train", 1, 20 * H),
+        job("a2", 3540, "a", "train", 2, 20 * H),
+    ] + [job(f"b{k}", 7200, "b", "train", g, 600) for k, g in enumerate(b_jobs)]
+    evs = events_of(replay(tiny_policy(), tiny_cluster(nodes=1, gpus=4), jobs))
+    pre = by_type(evs, "preempt")
+    assert [(p["job"], p["t"]) for p in pre] == [(v, 7200.0) for v in victims]
+    assert all(first_start(evs, f"b{k}") == 7200.0 for k in range(len(b_jobs)))
+
+
 def test_no_futile_preemption_when_freed_capacity_cannot_place_the_job() -> None:
     # Two 8-GPU nodes: a holds node 0 with one 8-GPU run, b holds 4 GPUs of node 1. b then asks for
     # a 16-GPU gang (2 x 8): preempting a frees only node 0; node 1 keeps b's own run, so preempting
