@@ -242,7 +242,10 @@ class _Pass:
         """Hold the GPUs that will fit `job` soonest; later jobs in the pass may not use them."""
         until: float | None = None
         if self.sched.reservation_backfill:
-            not_before, largest = self._victims_not_before(job), self.strategy.victims.largest_victim(job)
+            not_before, largest = (
+                self._victims_not_before(job),
+                self.strategy.victims.largest_victim(self, job),
+            )
             held, until = self._hold_nodes_by_estimate(shape, not_before, largest)
         else:
             held = self._hold_nodes(job, shape)
