@@ -28,6 +28,7 @@ OFF = {
     "max_reservations": 1,
     "requeue_within": "0s",
     "reservation_backfill": False,
+    "larger_victims": True,
 }
 
 # (scenario, strategy before issue 10): (events, decisions, metrics) sha256, first 16 hex digits

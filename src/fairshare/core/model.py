@@ -144,6 +144,8 @@ class Knobs:
     reservation_backfill (issue 20) a job may start on GPUs reserved for another job when its
                         estimated end comes by the time the reservation's job is expected to start
                         (the running jobs' estimated ends on those nodes; Slurm's backfill rule)
+    larger_victims      (issue 20) fair-share preemption may take a run of more GPUs than the job
+                        it starts (off: only fast classes may; the behaviour before when on)
     slurm-multifactor's backfill (Slurm's names): bf_interval, bf_window, bf_resolution,
     bf_max_job_test, bf_continue (no effect: the model's backfill cycle never yields); its main
     scheduler's periodic pass: sched_interval (0: at events only)
@@ -168,6 +170,7 @@ class Knobs:
     fast_classes: tuple[str, ...] = ("debug",)
     requeue_within: float = 7 * 86400.0
     reservation_backfill: bool = True
+    larger_victims: bool = False
     bf_interval: float = 30.0
     bf_window: float = 86400.0
     bf_resolution: float = 60.0

@@ -220,9 +220,9 @@ class OverServed(_TakesNothing):
     knobs.fast_classes (short by declaration; their waits are the fast lane's promise). A larger
     run taken must later find a hole its size again, which the cluster makes by holding GPUs idle
     (reservations); on the whole Philly trace at 400 GPUs (about 800 of 11,937 preemptions were
-    1 GPU taking 2 or 4, 8 taking 16) the rule lifts occupancy while jobs wait from 0.982-0.987 to
-    0.995-0.996 over four perturbed runs each, at the cost of a longer median first wait
-    (docs/policy.md, issue 20)."""
+    1 GPU taking 2 or 4, 8 taking 16) the rule lifts occupancy while jobs wait from 0.982-0.987
+    (main, four perturbed runs) to 0.993-0.996 (five runs), at the cost of a longer median first
+    wait (docs/policy.md, issue 20)."""
 
     name = "over_served"
     preempts = True
@@ -286,7 +286,8 @@ class OverServed(_TakesNothing):
         return math.inf
 
     def largest_victim(self, p: SearchPass, job: JobRequest) -> float:
-        return math.inf if job.cls in p.s.knobs.fast_classes else job.gpus
+        knobs = p.s.knobs
+        return math.inf if knobs.larger_victims or job.cls in knobs.fast_classes else job.gpus
 
     def admits(self, p: SearchPass, job: JobRequest, run: RunView) -> bool:
         return run.job.gpus <= self.largest_victim(p, job)

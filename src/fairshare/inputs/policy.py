@@ -205,7 +205,8 @@ class Scheduling(StrictModel):
     fairshare in overload (issue 20): requeue_within (None: the policy's window; 0: off): a run
     preempted past protection and still waiting after half of it goes first in its leaf;
     reservation_backfill (true): a job whose estimated end comes before a reservation's expected
-    start (by the running jobs' estimates) may use the reserved GPUs
+    start (by the running jobs' estimates) may use the reserved GPUs; larger_victims (false):
+    fair-share preemption may take a run of more GPUs than the job it starts (the behaviour before)
     """
 
     preemption: Literal["over_served", "none"] = "over_served"
@@ -227,6 +228,7 @@ class Scheduling(StrictModel):
     fast_classes: tuple[Name, ...] | None = None
     requeue_within: Seconds | None = None
     reservation_backfill: bool = True
+    larger_victims: bool = False
     bf_interval: Seconds = 30.0
     bf_window: Seconds = 86400.0
     bf_resolution: Seconds = 60.0
