@@ -47,8 +47,9 @@ log = logging.getLogger("fairshare.service.loop.checkpoint")
 # Bump when the engine's shape changes (attributes added, renamed or retyped in EngineState,
 # LiveEngine or what they hold): a checkpoint of another shape is then ignored, not misread.
 # 2: LiveEngine.ended_q (retention); 3: the service in rooms (the pickle's module paths moved) and
-# JobState.requeue_boost (issue 20); 4: LiveEngine holds its engine state (`LiveEngine.state`)
-FORMAT = 4
+# JobState.requeue_boost (issue 20); 4: LiveEngine holds its engine state (`LiveEngine.state`);
+# 5: Knobs.larger_victims (a slotted dataclass: an old pickle's values would shift by one field)
+FORMAT = 5
 
 
 def code_version() -> str:
