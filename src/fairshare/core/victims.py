@@ -194,8 +194,11 @@ class FastLane(AnyPastProtection):
     def leaf_cap(self, p: SearchPass, job: JobRequest, leaf: int) -> float | None:
         return math.inf if leaf == job.leaf else None
 
+    def largest_victim(self, p: SearchPass, job: JobRequest) -> float:
+        return job.gpus
+
     def admits(self, p: SearchPass, job: JobRequest, run: RunView) -> bool:
-        return run.job.gpus <= job.gpus and run.job.cls not in p.s.knobs.fast_classes
+        return run.job.cls not in p.s.knobs.fast_classes
 
     def evidence(self, p: SearchPass, job: JobRequest, run: RunView) -> dict[str, Any]:
         return {"fast_lane_preemption": True}
@@ -228,7 +231,6 @@ class OverServed(_TakesNothing):
     preempts = True
     reason: PreemptReason = "fair_share"
     budgeted = True
-    filters_runs = True
 
     def could_take(self, ancestors: Sequence[int], used: Sequence[float], owed: Sequence[float]) -> bool:
         # a run's side against any taker is its leaf or one of its ancestors
@@ -290,7 +292,7 @@ class OverServed(_TakesNothing):
         return math.inf if knobs.larger_victims or job.cls in knobs.fast_classes else job.gpus
 
     def admits(self, p: SearchPass, job: JobRequest, run: RunView) -> bool:
-        return run.job.gpus <= self.largest_victim(p, job)
+        return True
 
     def accept(self, p: SearchPass, job: JobRequest, victims: Sequence[RunView]) -> bool:
         """The exchange condition victim by victim, least lost first, with what the set already
@@ -342,12 +344,13 @@ def candidates(p: SearchPass, job: JobRequest, rule: VictimRule) -> list[RunView
     budget = s.knobs.preempt_budget
     allowed = set(job.gpu_types) if job.gpu_types is not None else None
     now, gone, nodes, filters = s.now, p.gone, s.index.nodes, rule.filters_runs
+    largest = rule.largest_victim(p, job)
     for leaf, runs in s.running_by_leaf.items():
         cap = rule.leaf_cap(p, job, leaf)
         if cap is None:
             continue
         for r in runs.values():
-            if r.charge > cap:
+            if r.charge > cap or r.job.gpus > largest:
                 continue  # too large to take
             rj = r.job
             if rj.gpus == 0 or now < r.protected_until - EPS:
