@@ -291,7 +291,7 @@ class _Pass:
         if free >= per_node:
             return self.s.now
         ends = self._ends().get(i, [])
-        if not_before > -math.inf or any(e[4] > largest for e in ends):
+        if not_before > -math.inf or (largest < math.inf and any(e[4] > largest for e in ends)):
             # a run is taken no earlier than not_before, nor after its end; a larger one not at all
             ends = sorted(
                 (est if gpus > largest else min(est, max(end, not_before)), est, g, jid, gpus)
