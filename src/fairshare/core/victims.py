@@ -224,8 +224,8 @@ class OverServed(_TakesNothing):
     run taken must later find a hole its size again, which the cluster makes by holding GPUs idle
     (reservations); on the whole Philly trace at 400 GPUs (about 800 of 11,937 preemptions were
     1 GPU taking 2 or 4, 8 taking 16) the rule lifts occupancy while jobs wait from 0.982-0.987
-    (main, four perturbed runs) to 0.993-0.996 (five runs), at the cost of a longer median first
-    wait (docs/policy.md, issue 20)."""
+    to 0.992-0.994 (four perturbed runs each), at the cost of a longer median first wait
+    (docs/policy.md, issue 20)."""
 
     name = "over_served"
     preempts = True
