@@ -77,6 +77,23 @@ def test_explain_at_names_the_place_in_line_and_the_groups_ahead() -> None:
     assert res.stdout.strip() == text
 
 
+def test_explain_at_replays_the_overstated_estimates_of_the_run_it_explains() -> None:
+    """`explain --at T --overstate LOW:HIGH` replays the estimates compare (--seed N) and replay
+    drew: a job whose place in line the overstated estimates changed is placed as in that run."""
+    from fairshare._cli_inputs import overstate_factors, overstated
+
+    over = overstated(_inputs(), overstate_factors("2:10"), 1)
+    plain, drawn = _state("fairshare"), replay_to(over, "fairshare", T)
+    job = next(j.id for j in _inputs().jobs if place_of(plain, j.id) != place_of(drawn, j.id))
+    args = ["explain", "--scenario", "small-burst", "--job", job, "--at", "2d"]
+    res = CliRunner().invoke(main, [*args, "--overstate", "2:10"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == explain_at(over, "fairshare", job, T)
+    assert res.stdout.strip() != explain_at(_inputs(), "fairshare", job, T)
+    bad = CliRunner().invoke(main, [*args, "--overstate", "10:2"])
+    assert bad.exit_code == 2 and "--overstate" in bad.stderr, bad.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [(["--at", "2d"], "give --scenario"),

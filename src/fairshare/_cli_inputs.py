@@ -85,9 +85,10 @@ def source_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """What the scheduler is told of run times: --overstate LOW:HIGH, and --forecast N."""
-    f = click.option(
+def overstate_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--overstate LOW:HIGH: declared run times are the true ones times a drawn factor (compare,
+    replay, and explain --at, which must replay what they replayed)."""
+    return click.option(
         "--overstate",
         metavar="LOW:HIGH",
         help="Declared run times (estimates, like Slurm time limits) are the true ones times a factor "
@@ -95,6 +96,10 @@ def estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
         f"{limits.MAX_OVERSTATE:g}, the estimate at most 10 years). Default: estimates as the "
         "workload gives them (the true run time when absent).",
     )(f)
+
+
+def estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """What the scheduler is told of run times: --overstate LOW:HIGH, and --forecast N."""
     return click.option(
         "--forecast",
         type=BoundedInt(0, limits.MAX_FORECAST),
@@ -103,7 +108,7 @@ def estimate_options(f: Callable[..., Any]) -> Callable[..., Any]:
         metavar="N",
         help="Forecast the start of about N jobs, sampled evenly, when they arrive, and report how far "
         "the actual starts were (metrics.json 'forecast'; `explain` shows a job's). 0: off.",
-    )(f)
+    )(overstate_option(f))
 
 
 def scenario_names(scenario: str, files_given: bool, allow_all: bool = False) -> list[str]:

@@ -13,6 +13,7 @@ from ._cli_inputs import (
     estimate_options,
     file_inputs,
     overstate_factors,
+    overstate_option,
     overstated,
     scenario_names,
     source_options,
@@ -404,6 +405,7 @@ def replay(
     show_default=True,
     help=f"--at: the scheduling policy to replay, one of: {', '.join(STRATEGIES)}.",
 )
+@overstate_option
 def explain(
     out: Path | None,
     job: str,
@@ -423,6 +425,7 @@ def explain(
     rebase: bool,
     repeat: int,
     policy_name: str,
+    overstate: str | None,
 ) -> None:
     """Show the decisions that touched a job, with their evidence, and why it waited (--out); its
     place in line at a time (--at, with the inputs)."""
@@ -437,6 +440,8 @@ def explain(
                 scenario, seed, site, trace, policy_path, cluster, workload, workload_format,
                 cluster_format, window_options(jobs_window, round_gpus, clip_duration, rebase, repeat),
             )  # fmt: skip
+            # the estimates compare --seed N and replay (seed 1) drew: --at replays the same run
+            inputs = overstated(inputs, overstate_factors(overstate), seed)
             if policy_name not in STRATEGIES:
                 raise InputError(
                     "--policy-name", policy_name, f"--at replays one of: {', '.join(STRATEGIES)} (as-run "
