@@ -113,3 +113,68 @@ def test_a_short_job_behind_a_long_one_in_its_queue_backfills_the_reserved_gpus(
     r2_end = next(e["t"] for e in evs if e["type"] == "finish" and e["job"] == "r2")
     assert t["short"] == r1_end
     assert t["g"] == r2_end and t["long"] >= t["g"]
+
+
+# ---------------------------------------------------------------- the bound's exemption
+def _overload(steps: list[tuple[str, float, Any]]) -> dict[str, Any]:
+    """Feed an Overload (bound 1000 s) a sequence of (what, t, arg) steps, then finalize at t=1e4.
+    what: "sample" (arg: team a over-served?), "preempt" / "start" (arg: job)."""
+    from fairshare.replay.overload import Overload
+
+    o = Overload(1000.0)
+    for what, t, arg in steps:
+        if what == "sample":
+            o.sample(t, {"a": arg})
+        elif what == "preempt":
+            o.preempted(arg, t)
+        else:
+            o.started(arg, "a/x", t)
+    requeue: dict[str, Any] = o.finalize(1e4, {"j": "a/x", "k": "a/x"}, ["a"])["requeue"]
+    return requeue
+
+
+@pytest.mark.parametrize(
+    ("steps", "exempt"),
+    [
+        ([("sample", 0, False), ("preempt", 50, "j"), ("sample", 100, True), ("sample", 200, True),
+          ("start", 2000, "j")], 1),
+        ([("preempt", 50, "j"), ("sample", 100, True), ("sample", 150, False), ("sample", 200, True),
+          ("start", 2000, "j")], 0),
+        ([("sample", 100, True), ("preempt", 150, "j"), ("start", 2000, "j")], 0),
+        ([("sample", 100, False), ("preempt", 100, "j"), ("start", 2000, "j")], 0),
+        ([("preempt", 50, "j"), ("sample", 100, True)], 1),
+        ([("preempt", 50, "j"), ("sample", 100, False)], 0),
+        ([("preempt", 50, "j"), ("preempt", 60, "k"), ("sample", 100, True), ("start", 150, "j"),
+          ("sample", 200, False), ("start", 3000, "k")], 1),
+    ],
+    ids=["over-served-throughout", "dipped-once", "no-sample-in-the-span",
+         "not-over-served-at-the-preemption", "censored-over-served", "censored-not-over-served",
+         "one-of-two"],
+)  # fmt: skip
+def test_a_requeue_wait_is_exempt_only_if_its_team_was_over_served_at_every_sample_of_it(
+    steps: list[tuple[str, float, Any]], exempt: int
+) -> None:
+    rq = _overload(steps)
+    assert rq["exempt"] == exempt and rq["teams"]["a"]["exempt"] == exempt
+    assert rq["not_exempt"]["requeues"] == rq["requeues"] - exempt
+    assert rq["not_exempt"]["above_bound"] <= rq["above_bound"]
+
+
+def test_only_the_over_served_teams_requeue_waits_are_exempt_from_the_bound() -> None:
+    """Team b runs on the whole cluster while a is idle (owed all of it: no debt). a's jobs arrive
+    while b's runs are protected: b keeps more than it is owed until their protection ends (window
+    debt < 0), then a takes a run, and b's requeue wait passes while b is over-served over the
+    window: exempt. A drain's requeue of a team alone (owed everything) is not; nor is b's when
+    a arrives after b's protection (b over its share for an instant only)."""
+    b_jobs = [job(f"b{i}", 0, "b", "train", 8, 30 * H) for i in range(2)]
+    jobs = b_jobs + [job(f"a{i}", 600, "a", "train", 8, 20 * H) for i in range(2)]
+    rq = replay(tiny_policy(), tiny_cluster(nodes=2), jobs).result.metrics["requeue"]
+    assert rq["requeues"] >= 1 and rq["teams"]["b"]["requeues"] == rq["requeues"]
+    assert rq["exempt"] == rq["teams"]["b"]["exempt"] >= 1
+    assert rq["not_exempt"]["requeues"] == rq["requeues"] - rq["exempt"]
+    late = b_jobs + [job(f"a{i}", 2 * H, "a", "train", 8, 20 * H) for i in range(2)]
+    rq = replay(tiny_policy(), tiny_cluster(nodes=2), late).result.metrics["requeue"]
+    assert rq["requeues"] >= 1 and rq["exempt"] == 0
+    drained = replay(tiny_policy(), _drained_once(), REQUEUE).result.metrics["requeue"]
+    assert drained["requeues"] == 1 and drained["exempt"] == 0
+    assert drained["not_exempt"]["max_s"] == drained["max_s"]

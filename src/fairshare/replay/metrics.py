@@ -10,6 +10,7 @@ at every event and exception expiry) and reports per-job facts (`job_started`, `
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,6 +160,8 @@ class MetricsRecorder:
     def __post_init__(self) -> None:
         self.churn = Churn(self.window)
         self.overload = Overload(self.window if self.requeue_bound is None else self.requeue_bound)
+        self._top = list(self.tree.top)
+        self._debt_past: deque[tuple[float, Vec]] = deque()  # (sample t, the teams' ∫owed − ∫delivered)
         n = len(self.tree.paths)
         self.acc = np.zeros((3 + 2 * len(self.gpu_types), n))
         self.gpu_acc = np.zeros((2, len(self.gpu_types)))
@@ -246,6 +249,7 @@ class MetricsRecorder:
                 self.samples_occ.append(st.allocated_gpus / avail if avail else 0.0)
                 self.samples_owed.append(st.owed)
                 self.samples_used.append(st.used)
+                self._sample_debt(self._next_sample, st.rates[:2] * (self._next_sample - t0))
             self._next_sample += self.sample_every
         self.acc += st.rates * dt
         self.gpu_acc += st.gpus_by_type * dt
@@ -253,6 +257,21 @@ class MetricsRecorder:
         self.idle_s += st.idle_available_gpus * dt
         self.frag_s += st.fragmented_gpus * dt
         self.overload.interval(dt, st.waiting, st.allocated_gpus, st.idle_available_gpus, st.idle_fit_gpus)
+
+    def _sample_debt(self, t: float, since_t0: Vec) -> None:
+        """The teams' window debt at a sample (owed and delivered integrated to t, less what they
+        were at t − window: the latest sample at or before it, 0 before t = 0) for the requeue
+        bound's exemption (overload.py)."""
+        top = self._top
+        cum = self.acc[0, top] + since_t0[0, top] - (self.acc[1, top] + since_t0[1, top])
+        past = self._debt_past
+        past.append((t, cum))
+        while len(past) > 1 and past[1][0] <= t - self.window + EPS:
+            past.popleft()
+        base = past[0][1] if past[0][0] <= t - self.window + EPS else 0.0
+        debt = cum - base
+        paths = self.tree.paths
+        self.overload.sample(t, {paths[g]: bool(d < -EPS) for g, d in zip(top, debt.tolist(), strict=True)})
 
     # ----------------------------------------------------------------- results
     def _min_window(self, node: int, horizon: float) -> float | None:

@@ -2,12 +2,23 @@
 waiting job fits, occupancy over the span where jobs wait, and the makespan.
 
 A requeue wait runs from a `preempt` event of a job to its next `start` (a job never restarted
-counts until the horizon, as FORMATS.md's waits do). Everything here is recomputed from
-events.jsonl alone by benchmarks/policy.py (tests/test_churn_metrics.py checks they agree).
+counts until the horizon, as FORMATS.md's waits do). Everything here but the bound's exemption is
+recomputed from events.jsonl alone by benchmarks/policy.py (tests/test_churn_metrics.py checks
+they agree).
+
+The bound's exemption (issue 20: a requeued run regains GPUs within the bound "unless its own
+group is above its share for that whole span"): a wait is *exempt* when its team was over-served
+over the window (window debt = ∫owed − ∫delivered over the last `window` < 0, DESIGN.md's
+over-served) at every 15-minute sample of the span, and the span holds at least one sample. It
+needs the owed rates, so it is the recorder's (like share delivery), not the events'. The teams'
+over-served state is kept as the last sample at which each team was *not* over-served: a wait
+from t0 is exempt iff that sample is before t0 and some sample fell in the span (one comparison
+per wait, one per team per sample).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +48,9 @@ class Overload:
     bound: float  # the requeue bound: the policy's scheduling.requeue_within
     preempted_at: dict[str, float] = field(default_factory=dict)  # job -> t of its pending preemption
     waits: dict[str, list[float]] = field(default_factory=dict)  # team -> its requeue waits
+    exempt: dict[str, list[bool]] = field(default_factory=dict)  # team -> each wait's exemption
+    not_over_at: dict[str, float] = field(default_factory=dict)  # team -> last sample not over-served
+    last_sample: float = -math.inf
     last_finish: float | None = None
     waiting_s: float = 0.0  # seconds during which some GPU job waits
     waiting_alloc_s: float = 0.0  # allocated GPU-seconds over those
@@ -49,7 +63,19 @@ class Overload:
     def started(self, job: str, group: str, t: float) -> None:
         t0 = self.preempted_at.pop(job, None)
         if t0 is not None:
-            self.waits.setdefault(team_of(group), []).append(t - t0)
+            self._wait(team_of(group), t0, t)
+
+    def _wait(self, team: str, t0: float, t: float) -> None:
+        self.waits.setdefault(team, []).append(t - t0)
+        exempt = self.last_sample >= t0 and self.not_over_at.get(team, -math.inf) < t0
+        self.exempt.setdefault(team, []).append(exempt)
+
+    def sample(self, t: float, over_served: dict[str, bool]) -> None:
+        """A 15-minute sample: whether each team is over-served over the window at t."""
+        self.last_sample = t
+        for team, over in over_served.items():
+            if not over:
+                self.not_over_at[team] = t
 
     def finished(self, t: float) -> None:
         self.last_finish = t if self.last_finish is None else max(self.last_finish, t)
@@ -62,12 +88,19 @@ class Overload:
             self.idle_fit_s += idle_fit * dt
 
     def finalize(self, horizon: float, group_of: dict[str, str], teams: list[str]) -> dict[str, Any]:
-        waits = {team: list(w) for team, w in self.waits.items()}
         for job, t0 in sorted(self.preempted_at.items()):  # never restarted: censored at the horizon
-            waits.setdefault(team_of(group_of[job]), []).append(horizon - t0)
+            self._wait(team_of(group_of[job]), t0, horizon)
+        self.preempted_at.clear()
+        waits, exempt = self.waits, self.exempt
         every = [w for team in sorted(waits) for w in waits[team]]
+        kept = [w for team in sorted(waits) for w, e in zip(waits[team], exempt[team], strict=True) if not e]
         requeue = {"bound_s": self.bound, **requeue_summary(every, self.bound)}
-        requeue["teams"] = {team: requeue_summary(waits.get(team, []), self.bound) for team in teams}
+        requeue["exempt"] = len(every) - len(kept)
+        requeue["not_exempt"] = requeue_summary(kept, self.bound)
+        requeue["teams"] = {
+            team: {**requeue_summary(waits.get(team, []), self.bound), "exempt": sum(exempt.get(team, []))}
+            for team in teams
+        }
         avail = self.waiting_avail_s
         return {
             "makespan_s": self.last_finish,

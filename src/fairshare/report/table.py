@@ -286,6 +286,10 @@ def metric_rows(results: Sequence[ReplayResult]) -> list[Row]:
         row("lost + restart overhead %", _at(fmt_pct, "churn", "lost_plus_restore_pct")),
         row("requeue wait p50 / p99 / max", _requeue),
         row("requeues longer than the bound", _at(fmt_int, "requeue", "above_bound")),
+        row(
+            "  of them, team not over-served throughout",
+            _at(fmt_int, "requeue", "not_exempt", "above_bound"),
+        ),
         Row("Capacity", heading=True),
         row("occupancy", _at(fmt_ratio_pct, "occupancy")),
         row("occupancy while jobs wait", _at(fmt_ratio_pct, "waiting", "occupancy")),
