@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from conftest import apt_install
 from fairshare.core.model import Node
 from fairshare.service.clusters.fake import FakeCluster
 from fairshare.service.loop.cycle import SchedulerLoop
@@ -120,17 +121,7 @@ def _pg_bin() -> Path | None:
 
 def _install() -> str | None:
     """Install PostgreSQL with apt-get; the reason it could not, or None."""
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "no PostgreSQL binaries, and apt-get cannot install them here (needs root and apt-get)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-q", f"postgresql-{PG_MAJOR}", f"postgresql-client-{PG_MAJOR}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
-    if done.returncode != 0:  # the package lists may be missing on a fresh machine
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600, check=False)
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
-    if done.returncode != 0:
-        return f"apt-get install postgresql-{PG_MAJOR} failed: {done.stderr.strip()[-800:]}"
-    return None
+    return apt_install([f"postgresql-{PG_MAJOR}", f"postgresql-client-{PG_MAJOR}"], "PostgreSQL binaries")
 
 
 def _free_port() -> int:

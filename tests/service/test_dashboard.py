@@ -10,7 +10,6 @@ import math
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import apt_install
 from fairshare.service.api.app import create_app
 from fairshare.service.clusters.backend import Observation
 from fairshare.service.clusters.fake import FakeCluster
@@ -43,15 +43,7 @@ ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background
 
 
 def _install_chromium() -> str | None:
-    if shutil.which("apt-get") is None or os.geteuid() != 0:
-        return "no /usr/bin/chromium and apt-get cannot install it here (needs root and apt-get)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-q", "chromium"]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
-    if done.returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600, check=False)
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
-    return None if done.returncode == 0 else f"apt-get install chromium failed: {done.stderr.strip()[-600:]}"
+    return apt_install(["chromium"], "/usr/bin/chromium")
 
 
 @pytest.fixture(scope="session")

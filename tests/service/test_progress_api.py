@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from conftest import apt_install
+
 from .live_helpers import Live
 
 
@@ -250,6 +252,10 @@ def test_the_helper_says_what_is_missing(env: dict[str, str], message: str) -> N
 def munged() -> Iterator[str]:
     """A munged of this test's own (its own key and socket, in a folder another user can reach:
     the job's user asks it for credentials); yields the socket's path."""
+    if shutil.which("munged") is None or shutil.which("mungekey") is None:
+        reason = apt_install(["munge"], "munge binaries")  # its daemon is not started by this
+        if shutil.which("munged") is None or shutil.which("mungekey") is None:
+            pytest.fail(f"cannot run the munge test: {reason or 'no munged after installing'}", pytrace=False)
     d = Path(tempfile.mkdtemp(prefix="fairshare-munge-", dir="/tmp"))
     d.chmod(0o755)
     subprocess.run(["mungekey", "-c", "-k", str(d / "munge.key")], check=True, capture_output=True)
