@@ -130,6 +130,7 @@ def _overload(steps: list[tuple[str, float, Any]]) -> dict[str, Any]:
         else:
             o.started(arg, "a/x", t)
     requeue: dict[str, Any] = o.finalize(1e4, {"j": "a/x", "k": "a/x"}, ["a"])["requeue"]
+    assert o.finalize(1e4, {"j": "a/x", "k": "a/x"}, ["a"])["requeue"] == requeue  # finalize reads only
     return requeue
 
 

@@ -63,12 +63,14 @@ class Overload:
     def started(self, job: str, group: str, t: float) -> None:
         t0 = self.preempted_at.pop(job, None)
         if t0 is not None:
-            self._wait(team_of(group), t0, t)
+            team = team_of(group)
+            self.waits.setdefault(team, []).append(t - t0)
+            self.exempt.setdefault(team, []).append(self._exempt(team, t0))
 
-    def _wait(self, team: str, t0: float, t: float) -> None:
-        self.waits.setdefault(team, []).append(t - t0)
-        exempt = self.last_sample >= t0 and self.not_over_at.get(team, -math.inf) < t0
-        self.exempt.setdefault(team, []).append(exempt)
+    def _exempt(self, team: str, t0: float) -> bool:
+        """Whether a wait from t0 until now is exempt: some sample fell in it and the team was
+        over-served at every one of them."""
+        return self.last_sample >= t0 and self.not_over_at.get(team, -math.inf) < t0
 
     def sample(self, t: float, over_served: dict[str, bool]) -> None:
         """A 15-minute sample: whether each team is over-served over the window at t."""
@@ -88,10 +90,12 @@ class Overload:
             self.idle_fit_s += idle_fit * dt
 
     def finalize(self, horizon: float, group_of: dict[str, str], teams: list[str]) -> dict[str, Any]:
+        waits = {team: list(w) for team, w in self.waits.items()}
+        exempt = {team: list(e) for team, e in self.exempt.items()}
         for job, t0 in sorted(self.preempted_at.items()):  # never restarted: censored at the horizon
-            self._wait(team_of(group_of[job]), t0, horizon)
-        self.preempted_at.clear()
-        waits, exempt = self.waits, self.exempt
+            team = team_of(group_of[job])
+            waits.setdefault(team, []).append(horizon - t0)
+            exempt.setdefault(team, []).append(self._exempt(team, t0))
         every = [w for team in sorted(waits) for w in waits[team]]
         kept = [w for team in sorted(waits) for w, e in zip(waits[team], exempt[team], strict=True) if not e]
         requeue = {"bound_s": self.bound, **requeue_summary(every, self.bound)}
