@@ -26,29 +26,12 @@ CHECKER = SHARED / "tools" / "check_replay.py"
 
 def apt_install(packages: Sequence[str], what: str) -> str | None:
     """apt-get install `packages` for a test that needs `what` (a service's binaries); the reason
-    it could not, or None. One installer at a time on this host (the dev cluster's lock, so
-    parallel test workers and the Slurm setup never run dpkg together); a failed install retries
-    once after `apt-get update` (a fresh machine may have no package lists)."""
-    import fcntl
-    import shutil
+    it could not, or None (the dev cluster's installer: one at a time on this host, retried after
+    `apt-get update`)."""
+    from fairshare.slurm.devcluster import apt_install as install
 
-    from fairshare.slurm.devcluster import INSTALL_LOCK
-
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return f"no {what}, and apt-get cannot install it here (needs root and apt-get)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-q", *packages]
-    with open(INSTALL_LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
-        if done.returncode != 0:
-            subprocess.run(
-                ["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600, check=False
-            )
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
-    if done.returncode != 0:
-        return f"apt-get install {' '.join(packages)} failed: {done.stderr.strip()[-800:]}"
-    return None
+    failed = install(packages)
+    return None if failed is None else f"no {what}: {failed}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

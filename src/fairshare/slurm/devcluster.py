@@ -13,8 +13,9 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..inputs.policy import Policy
 from . import procs
@@ -23,6 +24,48 @@ from .devconf import DevClusterSpec, cgroup_conf, db_grants, gres_conf, slurm_co
 
 INSTALL_LOCK = "/tmp/fairshare-slurm-install.lock"
 PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client", "slurmdbd", "mariadb-server")
+
+
+def apt_install(
+    packages: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+    recommends: bool = True,
+) -> str | None:
+    """apt-get install `packages`; None when done, else why not (the command and its output's
+    tail). One installer at a time on this host (INSTALL_LOCK: parallel test workers and the dev
+    cluster never run dpkg together); a failed install retries once after `apt-get update` (a
+    fresh machine may have no package lists). The output goes to `log` when given."""
+    import fcntl
+
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return f"apt-get install {' '.join(packages)}: needs root and apt-get"
+    run_env = {**(os.environ if env is None else env), "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "install", "-y", "-q", *([] if recommends else ["--no-install-recommends"]), *packages]
+    with open(INSTALL_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for attempt in (1, 2):
+            done = subprocess.run(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=run_env,
+                check=False,
+                timeout=900,
+            )
+            if log is not None:
+                log.write_text(done.stdout)
+            if done.returncode == 0:
+                return None
+            if attempt == 1:
+                subprocess.run(
+                    ["apt-get", "update", "-q"], capture_output=True, env=run_env, check=False, timeout=600
+                )
+    return f"apt-get install {' '.join(packages)} failed: {done.stdout.strip()[-800:]}"
+
+
 # start order; `down` stops in reverse
 DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld")
 EXES = {"munged": "munged", "mariadbd": "mariadbd", "slurmdbd": "slurmdbd", "slurmctld": "slurmctld"}
@@ -144,31 +187,14 @@ class DevCluster:
 
     def install(self) -> tuple[str, ...]:
         """apt-get install the missing packages (one installer at a time on this host)."""
-        import fcntl
-
-        with open(INSTALL_LOCK, "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            return self._install()
-
-    def _install(self) -> tuple[str, ...]:
         missing = tuple(p for p in PACKAGES if not self._ok(["dpkg", "-s", p]))
         if not missing:
             return ()
         self.log(f"installing {' '.join(missing)} (apt-get)")
-        env = {**self.env, "DEBIAN_FRONTEND": "noninteractive"}
-        cmd = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
         logf = self.spec.base / "apt-install.log"
-        for attempt in (1, 2):
-            with open(logf, "w") as out:
-                rc = subprocess.run(
-                    cmd, stdout=out, stderr=subprocess.STDOUT, env=env, check=False, timeout=900
-                )
-            if rc.returncode == 0:
-                break
-            if attempt == 1:
-                subprocess.run(["apt-get", "update"], capture_output=True, env=env, check=False, timeout=600)
-        else:
-            raise DevClusterError(f"apt-get install {' '.join(missing)} failed; see {logf}")
+        failed = apt_install(missing, env=self.env, log=logf, recommends=False)
+        if failed is not None:
+            raise DevClusterError(f"{failed}; see {logf}")
         # slurm-wlm-emulator would repoint the daemons; keep the real ones
         for d in ("slurmctld", "slurmd"):
             self._sh(["update-alternatives", "--set", d, f"/usr/sbin/{d}-wlm"], check=False)
