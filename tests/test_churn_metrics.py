@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,38 @@ def test_metrics_json_agrees_with_the_events(
     assert m["preemptions"] > 0
     if scheduling:
         assert m["churn"]["flip_flops"] > 0, "the old behaviour makes flip-flops in idle-return"
+
+
+def test_the_requeue_tail_counts_the_teams_new_and_requeued_starts_during_a_long_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = importlib.util.spec_from_file_location("requeue_tail", ROOT / "benchmarks" / "requeue_tail.py")
+    assert spec is not None and spec.loader is not None
+    tail = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "requeue_tail", tail)  # its dataclasses look their module up
+    spec.loader.exec_module(tail)
+    start = [{"t": t, "type": "start", "job": j, "alloc": {"n0": 1}} for t, j in ((0, "a1"), (0, "a2"))]
+    ev = [
+        _submit(0, "a1", "a"),
+        _submit(0, "a2", "a"),
+        _submit(10, "a3", "a"),
+        _submit(10, "a4", "a", gpus=2),
+    ]
+    ev += [
+        *start,
+        {"t": 100, "type": "preempt", "job": "a1", "reason": "fair_share", "by": None, "lost_gpu_s": 0},
+        {"t": 200, "type": "preempt", "job": "a2", "reason": "fair_share", "by": None, "lost_gpu_s": 0},
+        {"t": 300, "type": "start", "job": "a3", "alloc": {"n0": 1}},  # new, 1 GPU: counted
+        {"t": 400, "type": "start", "job": "a4", "alloc": {"n0": 2}},  # new, 2 GPUs: larger, not counted
+        {"t": 900, "type": "start", "job": "a2", "alloc": {"n0": 1}},  # requeued later than a1
+        {"t": 1500, "type": "start", "job": "a1", "alloc": {"n0": 1}},  # a1 waited 1400 s
+    ]
+    _write(tmp_path / "r", ev)
+    _, waits, _ = tail._read(tmp_path / "r" / "events.jsonl")
+    assert [(w.job, w.t1 - w.t0) for w in waits] == [("a2", 700.0), ("a1", 1400.0)]
+    tail.main([str(tmp_path / "r"), "--bound", "1000s", "--first-after", "250s"])
+    out = capsys.readouterr().out.splitlines()
+    # one wait above 1000 s (a1); during it team a started a3 (new) and a2 (requeued); from 250 s
+    # into it (t >= 350) only a2, preempted after a1
+    assert out[0] == "2 requeue waits, 1 longer than 1000s"
+    assert out[-1] == "a 1 | 1 | 1, 1 | 0, 1, 0"

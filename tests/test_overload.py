@@ -1,6 +1,7 @@
-"""Issue 20's mechanisms on tiny replays: a requeued run goes first once it has waited half of
-`requeue_within`, and reservations by estimates (jobs that end before a reservation's expected
-start may use its GPUs; the reserved nodes are those expected to be ready soonest)."""
+"""Issue 20's mechanisms on tiny replays: a requeued run goes first once it has waited
+`requeue_first_after` (half of `requeue_within` by default), and reservations by estimates (jobs
+that end before a reservation's expected start may use its GPUs; the reserved nodes are those
+expected to be ready soonest)."""
 
 from __future__ import annotations
 
@@ -25,28 +26,42 @@ def _drained_once() -> dict[str, Any]:
 
 # a0 runs alone, a drain preempts it at t=1000; five new 8-GPU jobs of its team (3 h each) arrive
 # meanwhile. Least attained service puts them first (a0 has run); the requeue boost puts a0 first
-# once it has waited half of requeue_within.
+# once it has waited requeue_first_after (half of requeue_within by default).
 REQUEUE = [job("a0", 0, "a", "train", 8, 10 * H)] + [
     job(f"a{i}", 500 + i, "a", "train", 8, 3 * H) for i in range(1, 6)
 ]
 
 
 @pytest.mark.parametrize(
-    ("within", "restart_after"),
-    [("4h", "a1"), ("0s", "a5")],
-    ids=["boost-after-2h-restarts-after-the-running-job", "boost-off-waits-for-every-new-job"],
+    ("scheduling", "restart_after"),
+    [
+        ({"requeue_within": "4h"}, "a1"),
+        ({"requeue_within": "0s"}, "a5"),
+        ({"requeue_within": "4h", "requeue_first_after": "0s"}, None),
+        ({"requeue_within": "20h", "requeue_first_after": "5h"}, "a2"),
+        ({"requeue_within": "20h"}, "a4"),
+    ],
+    ids=[
+        "boost-after-2h-restarts-after-the-running-job",
+        "boost-off-waits-for-every-new-job",
+        "boost-at-once-restarts-when-the-drain-ends",
+        "boost-after-5h-restarts-after-two-new-jobs",
+        "boost-after-10h-restarts-after-four-new-jobs",
+    ],
 )
-def test_a_requeued_run_goes_first_once_it_waited_half_of_requeue_within(
-    within: str, restart_after: str
+def test_a_requeued_run_goes_first_once_it_waited_requeue_first_after(
+    scheduling: dict[str, str], restart_after: str | None
 ) -> None:
-    policy = tiny_policy(scheduling={"requeue_within": within})
-    evs = events_of(replay(policy, _drained_once(), REQUEUE))
+    evs = events_of(replay(tiny_policy(scheduling=scheduling), _drained_once(), REQUEUE))
     starts = _starts(evs)
     assert [e["reason"] for e in evs if e["type"] == "preempt"] == ["drain"]
     order = [j for j, _ in starts if j != "a0"]
     restart = [t for j, t in starts if j == "a0"][1]
-    prev = starts[[j for j, _ in starts].index(restart_after)][1]
     assert order == ["a1", "a2", "a3", "a4", "a5"]
+    if restart_after is None:  # first in its leaf when the drain ends, ahead of a1
+        assert restart == 2000.0
+        return
+    prev = starts[[j for j, _ in starts].index(restart_after)][1]
     # a0 restarts as soon as the job before it ends (3 h of work + 1 min startup)
     assert restart == pytest.approx(prev + 3 * H + 60)
 

@@ -179,6 +179,9 @@ def test_each_waiting_job_reserves_unless_capped(cap: int, reserving: int) -> No
 def test_defaults_resolve_against_the_policy() -> None:
     knobs = make_inputs(tiny_policy(window="3d"), tiny_cluster(), []).policy.knobs()
     assert knobs.flip_guard == 3 * 86400.0 and knobs.fast_classes == ("debug",)
+    assert (knobs.requeue_within, knobs.requeue_first_after) == (3 * 86400.0, 1.5 * 86400.0)
+    set_within = tiny_policy(window="3d", scheduling={"requeue_within": "10h"})
+    assert make_inputs(set_within, tiny_cluster(), []).policy.knobs().requeue_first_after == 5 * H
     assert (knobs.leaf_order, knobs.preempt_budget, knobs.max_reservations) == ("las", 3, 0)
     assert (knobs.bf_interval, knobs.bf_window, knobs.bf_resolution, knobs.bf_max_job_test) == (
         30.0,
@@ -200,6 +203,9 @@ def test_defaults_resolve_against_the_policy() -> None:
         ({"preempt_budget": 2.5}, "preempt_budget"),
         ({"bf_resolution": "0s"}, "bf_resolution"),
         ({"bf_max_job_test": 0}, "bf_max_job_test"),
+        ({"requeue_first_after": "8d"}, "requeue_first_after: .*longer than requeue_within"),
+        ({"requeue_within": "1h", "requeue_first_after": "2h"}, "requeue_first_after"),
+        ({"requeue_first_after": "-1s"}, "requeue_first_after"),
     ],
 )
 def test_bad_keys_are_input_errors(scheduling: dict[str, Any], message: str) -> None:

@@ -138,9 +138,10 @@ class Knobs:
                         the policy's window by default; 0: off)
     max_reservations    jobs of one pass that may hold GPUs (0: every waiting job that qualifies)
     fast_classes        classes tried first in every pass (the fast lane), e.g. debug
-    requeue_within      (issue 20) a run preempted and still waiting after half of this goes first
-                        in its leaf's order, ahead of the las/shortest keys (the policy's window by
-                        default; 0: off)
+    requeue_within      (issue 20) the requeue bound (the policy's window by default; 0: off)
+    requeue_first_after a run preempted and still waiting this long later goes first in its leaf's
+                        order, ahead of the las/shortest keys (half of requeue_within by default;
+                        0: at once)
     reservation_backfill (issue 20) a job may start on GPUs reserved for another job when its
                         estimated end comes by the time the reservation's job is expected to start
                         (the running jobs' estimated ends on those nodes; Slurm's backfill rule)
@@ -169,6 +170,7 @@ class Knobs:
     max_reservations: int = 0
     fast_classes: tuple[str, ...] = ("debug",)
     requeue_within: float = 7 * 86400.0
+    requeue_first_after: float = 3.5 * 86400.0
     reservation_backfill: bool = True
     larger_victims: bool = False
     bf_interval: float = 30.0

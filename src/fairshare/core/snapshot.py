@@ -52,7 +52,7 @@ class JobState:
     preempt_failed_at: float = -math.inf  # when it last found no victims
     preemptions: int = 0  # times its runs were preempted (any reason): the preemption budget
     attained: float = 0.0  # GPU-seconds of its runs so far (least attained service)
-    requeue_boost: bool = False  # requeued and waiting half of knobs.requeue_within: first in its leaf
+    requeue_boost: bool = False  # requeued and waiting knobs.requeue_first_after: first in its leaf
 
 
 QueueKey = tuple[int, int, Shape]  # (leaf, label rank, shape)
@@ -188,7 +188,7 @@ class Decisions:
 def leaf_sort_key(job: JobRequest, st: JobState, leaf_order: str) -> SortKey:
     """A job's place in its leaf's queues when keyed (knobs.leaf_order, fairshare only): (GPU-
     seconds run so far, seq) for las; (estimate left, seq) for shortest."""
-    if st.requeue_boost:  # requeued and waiting half of requeue_within: first, by preemption
+    if st.requeue_boost:  # requeued and waiting requeue_first_after: first, by preemption
         return (-1.0, st.pending_since, job.seq)
     if leaf_order == "las":
         return (st.attained, job.seq)

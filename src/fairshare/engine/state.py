@@ -372,11 +372,11 @@ class EngineState(ProgressCalls, PassOutcome):
         self._to_pending(view.job)
         self._push(self.t + self.knobs.requeue_delay, "wake", None)
         if self.keyed and self.knobs.requeue_within > 0:
-            self._push(self.t + self.knobs.requeue_within / 2, "requeue", (job_id, st.preemptions))
+            self._push(self.t + self.knobs.requeue_first_after, "requeue", (job_id, st.preemptions))
         return view
 
     def _boost(self, job_id: str, preemptions: int) -> None:
-        """A requeued job waits half of requeue_within after that preemption: it goes first."""
+        """A requeued job waits requeue_first_after after that preemption: it goes first."""
         job, st = self.pending.jobs.get(job_id), self.states.get(job_id)
         if job is None or st is None or st.preemptions != preemptions or st.requeue_boost:
             return

@@ -202,8 +202,9 @@ class Scheduling(StrictModel):
     fairshare against churn (docs/concepts.md): leaf_order (las), preempt_budget (3), flip_guard
     (None: the policy's window), max_reservations (0: no cap), fast_classes ([debug]: of the
     policy's classes, those listed)
-    fairshare in overload (issue 20): requeue_within (None: the policy's window; 0: off): a run
-    preempted past protection and still waiting after half of it goes first in its leaf;
+    fairshare in overload (issue 20): requeue_within (None: the policy's window; 0: off): the
+    requeue bound; a run preempted past protection and still waiting requeue_first_after (None:
+    half of requeue_within; 0: at once) later goes first in its leaf;
     reservation_backfill (true): a job whose estimated end comes before a reservation's expected
     start (by the running jobs' estimates) may use the reserved GPUs; larger_victims (false):
     fair-share preemption may take a run of more GPUs than the job it starts (the behaviour before)
@@ -227,6 +228,7 @@ class Scheduling(StrictModel):
     max_reservations: Whole = Field(default=0, ge=0, le=limits.MAX_JOB_COUNT_KNOB)
     fast_classes: tuple[Name, ...] | None = None
     requeue_within: Seconds | None = None
+    requeue_first_after: Seconds | None = None
     reservation_backfill: bool = True
     larger_victims: bool = False
     bf_interval: Seconds = 30.0
@@ -252,7 +254,7 @@ class Scheduling(StrictModel):
     def _durations(cls, v: Any) -> Any:
         return _dur(v)
 
-    @field_validator("flip_guard", "requeue_within", mode="before")
+    @field_validator("flip_guard", "requeue_within", "requeue_first_after", mode="before")
     @classmethod
     def _guard(cls, v: Any) -> Any:
         return None if v is None else _dur(v)
@@ -284,6 +286,8 @@ class Scheduling(StrictModel):
             values["flip_guard"] = window
         if values["requeue_within"] is None:
             values["requeue_within"] = window
+        if values["requeue_first_after"] is None:
+            values["requeue_first_after"] = values["requeue_within"] / 2
         if values["fast_classes"] is None:
             values["fast_classes"] = tuple(c for c in ("debug",) if c in set(classes))
         return Knobs(**values)
@@ -341,6 +345,18 @@ class Policy(StrictModel):
         """The scheduling knobs as the core reads them (Scheduling.knobs, with this policy's
         window and classes)."""
         return self.scheduling.knobs(self.window, self.classes)
+
+    @model_validator(mode="after")
+    def _requeue_first_after(self) -> Policy:
+        s = self.scheduling
+        within = self.window if s.requeue_within is None else s.requeue_within
+        if s.requeue_first_after is not None and s.requeue_first_after > within:
+            raise AtPath(
+                ("scheduling", "requeue_first_after"),
+                f"{s.requeue_first_after:g}s is longer than requeue_within ({within:g}s, the bound it"
+                " serves): a requeued run would go first only after its bound",
+            )
+        return self
 
     @model_validator(mode="after")
     def _fast_classes(self) -> Policy:
