@@ -23,6 +23,9 @@ if _sys.argv[:1] and _sys.argv[0].rsplit("/", 1)[-1] == "fairshare":
     _early: list[int] = []
     for _s in (_signal.SIGINT, _signal.SIGTERM):
         _signal.signal(_s, lambda signum, frame: _early.append(signum))
+    if hasattr(_signal, "pthread_sigmask"):  # a parent that started us with them blocked (a
+        # thread inside a signal-deferring block): held forever, the command would never see one
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, (_signal.SIGINT, _signal.SIGTERM))
 
 import importlib
 from typing import TYPE_CHECKING, Any

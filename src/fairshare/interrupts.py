@@ -97,9 +97,13 @@ def handled() -> Iterator[None]:
 
 def install() -> None:
     """The entry point's first act (fairshare.__main__): SIGINT and SIGTERM raise and are
-    remembered for the whole life of the process, before the slow imports."""
+    remembered for the whole life of the process, before the slow imports, and are unblocked
+    (a process inherits its parent thread's signal mask)."""
     signal.signal(signal.SIGINT, _handler)
     signal.signal(signal.SIGTERM, _handler)
+    if hasattr(signal, "pthread_sigmask"):  # inherited blocked (a parent's thread that deferred
+        # them when it started us): a held signal would never reach the handler
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
     early = getattr(sys.modules.get("fairshare"), "_early", None)  # the package's first instants
     if early and not _received:
