@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import cache
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -106,6 +107,22 @@ def test_explain_at_replays_the_overstated_estimates_of_the_run_it_explains() ->
 def test_explain_at_refuses_bad_options_naming_them(args: list[str], message: str) -> None:
     res = CliRunner().invoke(main, ["explain", "--job", "x", *args])
     assert res.exit_code == 2 and message in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(
+    "given",
+    [["--overstate", "2:10"], ["--scenario", "small-burst"], ["--seed", "3"], ["--policy-name", "fifo"],
+     ["--trace", "philly"], ["--round-gpus"], ["--jobs", "0:10"], ["--clip-duration", "1s:1h"]],
+    ids=["overstate", "scenario", "seed", "policy-name", "trace", "round-gpus", "jobs", "clip-duration"],
+)  # fmt: skip
+def test_explain_without_at_refuses_an_option_it_would_ignore_naming_it(
+    given: list[str], tmp_path: Path
+) -> None:
+    """Without --at, explain reads the folder as it ran: an option that only chooses what --at
+    replays would change nothing, and is refused rather than silently dropped."""
+    res = CliRunner().invoke(main, ["explain", "--out", str(tmp_path), "--job", "x", *given])
+    assert res.exit_code == 2, res.output
+    assert f"{given[0]}: is used with --at only" in res.stderr, res.stderr
 
 
 def test_a_job_not_waiting_at_t_is_said_so() -> None:

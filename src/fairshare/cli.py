@@ -434,6 +434,8 @@ def explain(
     try:
         if out is None and at is None:
             raise InputError("explain", "", "give --out (a replay's folder) or --at TIME with the inputs")
+        if at is None:
+            _reject_given_without_at(click.get_current_context())
         texts = [explain_all(out, job)] if out is not None else []
         if at is not None:
             inputs = _explain_inputs(
@@ -457,6 +459,23 @@ def explain(
     except InputError as exc:
         _fail(exc)
     click.echo("\n\n".join(texts))
+
+
+def _reject_given_without_at(ctx: click.Context) -> None:
+    """explain without --at reads a finished replay's folder: the options that choose what --at
+    replays (inputs, seed, policy, overstatement) would be ignored, so giving one is an error
+    that names it (the first, in the command's option order)."""
+    for param in ctx.command.params:
+        if param.name in ("out", "job", "at") or not isinstance(param, click.Option):
+            continue
+        if ctx.get_parameter_source(param.name or "") in (
+            click.core.ParameterSource.COMMANDLINE,
+            click.core.ParameterSource.ENVIRONMENT,
+        ):
+            flag = max(param.opts, key=len)
+            raise InputError(
+                flag, "", "is used with --at only (without it, explain reads the replay in --out as it ran)"
+            )
 
 
 def _explain_inputs(
