@@ -183,6 +183,7 @@ def test_defaults_resolve_against_the_policy() -> None:
     set_within = tiny_policy(window="3d", scheduling={"requeue_within": "10h"})
     assert make_inputs(set_within, tiny_cluster(), []).policy.knobs().requeue_first_after == 5 * H
     assert (knobs.leaf_order, knobs.preempt_budget, knobs.max_reservations) == ("las", 3, 0)
+    assert knobs.requeue_reserve_gpus == 0  # off
     assert (knobs.bf_interval, knobs.bf_window, knobs.bf_resolution, knobs.bf_max_job_test) == (
         30.0,
         86400.0,
@@ -206,6 +207,9 @@ def test_defaults_resolve_against_the_policy() -> None:
         ({"requeue_first_after": "8d"}, "requeue_first_after: .*longer than requeue_within"),
         ({"requeue_within": "1h", "requeue_first_after": "2h"}, "requeue_first_after"),
         ({"requeue_first_after": "-1s"}, "requeue_first_after"),
+        ({"requeue_reserve_gpus": -1}, "requeue_reserve_gpus"),
+        ({"requeue_reserve_gpus": 8.5}, "requeue_reserve_gpus"),
+        ({"requeue_reserve_gpus": True}, "requeue_reserve_gpus"),
     ],
 )
 def test_bad_keys_are_input_errors(scheduling: dict[str, Any], message: str) -> None:

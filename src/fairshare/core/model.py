@@ -142,6 +142,10 @@ class Knobs:
     requeue_first_after a run preempted and still waiting this long later goes first in its leaf's
                         order, ahead of the las/shortest keys (half of requeue_within by default;
                         0: at once)
+    requeue_reserve_gpus (issue 20) a requeued run of at least this many GPUs that went first in its
+                        leaf and waited half of requeue_within reserves in its team's turn; its
+                        leaf's later jobs in that pass only backfill (0: off; scheduler.py
+                        _reserves_in_turn)
     reservation_backfill (issue 20) a job may start on GPUs reserved for another job when its
                         estimated end comes by the time the reservation's job is expected to start
                         (the running jobs' estimated ends on those nodes; Slurm's backfill rule)
@@ -171,6 +175,7 @@ class Knobs:
     fast_classes: tuple[str, ...] = ("debug",)
     requeue_within: float = 7 * 86400.0
     requeue_first_after: float = 3.5 * 86400.0
+    requeue_reserve_gpus: int = 0
     reservation_backfill: bool = True
     larger_victims: bool = False
     bf_interval: float = 30.0

@@ -101,6 +101,10 @@ class _Pass:
         self.tried: str | None = None
         self.reservation: tuple[str, tuple[int, ...]] | None = None  # the first of the pass
         self.n_reserved = 0
+        # requeue_reserve_gpus: leaves whose long-waiting requeued run reserved in this pass (their
+        # other jobs only backfill), and leaves whose such run has had its turn (_reserves_in_turn)
+        self.waits_for: dict[int, str] = {}
+        self.turn_taken: set[int] = set()
         self.backfilled = False
         self.sched = snap.knobs
         self.victims_latest = max(snap.victims_at, default=-math.inf)
@@ -436,12 +440,19 @@ class _Pass:
             qk, jid = nxt
             shape = qk[2]
             job = s.pending.jobs[jid]
+            behind = self.waits_for.get(job.leaf)
+            if behind is not None:  # its leaf's requeued run reserved: the rest only backfill
+                self.handled.add(jid)
+                self.holds.append(Hold(jid, "reserved", {"phase": "ordered", "behind": behind}))
+                order.failed(qk)
+                continue
             # a shape at least as large as one that failed cannot be placed on free capacity, but
             # this job may still make room by preemption (its group may be owed what another isn't);
             # after a failure in its own leaf (same group, same exchange terms) it cannot either
             dominated = any(shape.dominates(f) for f in self.failed)
             same_leaf = any(shape.dominates(f) for f in self.failed_in.get(job.leaf, ()))
-            if dominated and (same_leaf or not self._may_preempt(job, rule)):
+            in_turn = self._reserves_in_turn(job)
+            if dominated and (same_leaf or not self._may_preempt(job, rule)) and not in_turn:
                 # later jobs of this leaf with this shape or larger are skipped too (FIFO within a
                 # leaf; and labels, which split queues, must not change the outcome)
                 self.failed_in.setdefault(job.leaf, []).append(shape)
@@ -470,7 +481,11 @@ class _Pass:
             tried = self.tried == jid
             ev = dict(ev)
             why = self.hold_reason(job, shape, tried)
-            if (
+            if in_turn:
+                ev["requeue_reserve"] = True
+                self.reserve(job, shape, ev)
+                self.waits_for[job.leaf] = jid
+            elif (
                 reserving
                 and (cap == 0 or self.n_reserved < cap)
                 and self.wait(job) >= self.sched.gang_reserve_after - EPS
@@ -485,6 +500,30 @@ class _Pass:
                 borrowing = False
         if reserving and self.sched.reservation_backfill and self.view.held:
             self.backfill_held()
+
+    def _reserves_in_turn(self, job: JobRequest) -> bool:
+        """knobs.requeue_reserve_gpus G > 0: whether `job` is a requeued run of at least G GPUs
+        that has gone first in its leaf (requeue_first_after) and waited half of requeue_within
+        since its preemption, the first such of its leaf reached in this pass. Such a run is tried
+        in its team's turn even when a shape it dominates failed earlier in the pass (it may not
+        fit on free GPUs, but it may preempt and it reserves), and if it cannot start it holds
+        the GPUs that will fit it soonest and its leaf's later jobs in the pass only backfill
+        (held_backfill: estimated to end by the reservation's expected start).
+
+        Why: in sustained overload a team at its share gets it through its small jobs, which
+        start in the holes the other teams' runs leave, while its requeued whole-node runs never
+        find a whole node free in its turn (issue 20: 8- and 16-GPU runs requeued for 26-32 days
+        on the whole Philly trace). Holding its turn for the oldest such run spends the team's
+        share on it instead: the team gets no more than before, its small jobs wait. One run per
+        leaf, so a leaf holds at most one such reservation per pass."""
+        big = self.sched.requeue_reserve_gpus
+        if big <= 0 or job.gpus < big or job.leaf in self.turn_taken:
+            return False
+        st = self.s.states[job.id]
+        if not st.requeue_boost or self.wait(job) < self.sched.requeue_within / 2 - EPS:
+            return False
+        self.turn_taken.add(job.leaf)
+        return True
 
     def backfill_held(self) -> None:
         held_backfill.run(self)

@@ -204,7 +204,9 @@ class Scheduling(StrictModel):
     policy's classes, those listed)
     fairshare in overload (issue 20): requeue_within (None: the policy's window; 0: off): the
     requeue bound; a run preempted past protection and still waiting requeue_first_after (None:
-    half of requeue_within; 0: at once) later goes first in its leaf;
+    half of requeue_within; 0: at once) later goes first in its leaf; requeue_reserve_gpus (0:
+    off): such a run of at least this many GPUs, waiting half of requeue_within, reserves in its
+    team's turn and its leaf's later jobs only backfill;
     reservation_backfill (true): a job whose estimated end comes before a reservation's expected
     start (by the running jobs' estimates) may use the reserved GPUs; larger_victims (false):
     fair-share preemption may take a run of more GPUs than the job it starts (the behaviour before)
@@ -229,6 +231,7 @@ class Scheduling(StrictModel):
     fast_classes: tuple[Name, ...] | None = None
     requeue_within: Seconds | None = None
     requeue_first_after: Seconds | None = None
+    requeue_reserve_gpus: Whole = Field(default=0, ge=0, le=limits.MAX_JOB_GPUS)
     reservation_backfill: bool = True
     larger_victims: bool = False
     bf_interval: Seconds = 30.0

@@ -48,8 +48,10 @@ log = logging.getLogger("fairshare.service.loop.checkpoint")
 # LiveEngine or what they hold): a checkpoint of another shape is then ignored, not misread.
 # 2: LiveEngine.ended_q (retention); 3: the service in rooms (the pickle's module paths moved) and
 # JobState.requeue_boost (issue 20); 4: LiveEngine holds its engine state (`LiveEngine.state`);
-# 5: Knobs.larger_victims (a slotted dataclass: an old pickle's values would shift by one field)
-FORMAT = 5
+# 5: Knobs.larger_victims (a slotted dataclass: an old pickle's values would shift by one field);
+# 6: Knobs.requeue_first_after (added without a bump) and Knobs.requeue_reserve_gpus. The shape per
+# FORMAT is recorded in tests/service/test_checkpoint_shape.py, which fails on a change without one.
+FORMAT = 6
 
 
 def code_version() -> str:
