@@ -15,6 +15,7 @@ Rules:
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
@@ -115,6 +116,37 @@ class Tentative:
         self.holder: dict[int, str] = {}
         self.held_until: dict[int, float] = {}
         self.until: float | None = None  # the estimated end of the job being placed (backfill)
+
+    def most_free_nodes(self, shape: Shape) -> tuple[int, ...]:
+        """The k nodes of one allowed type, not held for another job yet, with the most free GPUs
+        in this view (the pass's starts and preemptions included; ties: lowest index); of the
+        types, the one whose k nodes have the most free GPUs in total (ties: the first type).
+        A reservation's nodes without reservation backfill (scheduler._Pass.reserve)."""
+        index, held = self.index, self.held
+        excluded = self.overlay.keys() | held.keys()
+        best: tuple[int, tuple[int, ...]] | None = None
+        for ty in shape.types if shape.types is not None else range(len(index.types)):
+            # nodes the pass changed, plus enough of the others from the fullest buckets down
+            changed = [
+                i for i in self.overlay if index.available[i] and index.node_type[i] == ty and i not in held
+            ]
+            ranked = [(-self.free(i), i) for i in changed]
+            need = shape.nodes + len(changed)
+            for bucket in reversed(index.buckets[ty]):
+                if need <= 0:
+                    break
+                if not bucket:
+                    continue
+                fresh = heapq.nsmallest(need, bucket - excluded)
+                ranked.extend((-self.free(i), i) for i in fresh)
+                need -= len(fresh)
+            if len(ranked) < shape.nodes:
+                continue
+            picked = sorted(ranked)[: shape.nodes]
+            total = -sum(f for f, _ in picked)
+            if best is None or total > best[0]:
+                best = (total, tuple(sorted(i for _, i in picked)))
+        return best[1] if best else ()
 
     def copy(self) -> Tentative:
         t = Tentative(self.index)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import heapq
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -252,7 +251,7 @@ class _Pass:
             )
             held, until = self._hold_nodes_by_estimate(shape, not_before, largest)
         else:
-            held = self._hold_nodes(job, shape)
+            held = self.view.most_free_nodes(shape)
         if held:
             self.view.hold(held, shape.per_node, job.id, until)
             if self.reservation is None:
@@ -359,38 +358,6 @@ class _Pass:
             return None
         st = self.s.states[job.id]
         return self.s.now + remaining(job, st.starts > 0, st.kept)
-
-    def _hold_nodes(self, job: JobRequest, shape: Shape) -> tuple[int, ...]:
-        """The k nodes of one allowed type, not held for another job yet, with the most free GPUs
-        in the pass's view (starts and preemptions made earlier in the pass included; ties: lowest
-        index); of the types, the one whose k nodes have the most free GPUs in total (ties: the
-        first type)."""
-        index, view = self.s.index, self.view
-        held = view.held
-        excluded = view.overlay.keys() | held.keys()
-        best: tuple[int, tuple[int, ...]] | None = None
-        for ty in shape.types if shape.types is not None else range(len(index.types)):
-            # nodes the pass changed, plus enough of the others from the fullest buckets down
-            changed = [
-                i for i in view.overlay if index.available[i] and index.node_type[i] == ty and i not in held
-            ]
-            ranked = [(-view.free(i), i) for i in changed]
-            need = shape.nodes + len(changed)
-            for bucket in reversed(index.buckets[ty]):
-                if need <= 0:
-                    break
-                if not bucket:
-                    continue
-                fresh = heapq.nsmallest(need, bucket - excluded)
-                ranked.extend((-view.free(i), i) for i in fresh)
-                need -= len(fresh)
-            if len(ranked) < shape.nodes:
-                continue
-            picked = sorted(ranked)[: shape.nodes]
-            total = -sum(f for f, _ in picked)
-            if best is None or total > best[0]:
-                best = (total, tuple(sorted(i for _, i in picked)))
-        return best[1] if best else ()
 
     def estimated_end(self, job: JobRequest) -> float | None:
         return self._until(job)
