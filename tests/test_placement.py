@@ -312,4 +312,4 @@ def test_reservation_holds_the_nodes_with_most_free_gpus_in_the_pass_view(
     index = index_with_free(pool("n", 3, 4), free)
     p = _pass_on(index)
     p.view.take(tuple(taken_in_pass.items()))  # type: ignore[attr-defined]
-    assert p._hold_nodes(None, shape) == held  # type: ignore[attr-defined]
+    assert p.view.most_free_nodes(shape) == held  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ from fairshare.core.backfill import NodeSpace
 from fairshare.core.fairness import PassPriorities, priority
 from fairshare.core.model import JobRequest
 from fairshare.core.ordering import DebtOrder
-from fairshare.core.placement import Shape
+from fairshare.core.placement import Shape, Tentative
 from fairshare.core.scheduler import _Pass
 from fairshare.core.snapshot import RunView, Snapshot
 from fairshare.core.strategies import get_strategy
@@ -49,22 +49,22 @@ def _could_free_always(self: _Pass, shape: Shape, job: JobRequest, runs: list[Ru
     return True
 
 
-def _hold_nodes_plain(self: _Pass, job: JobRequest, shape: Shape) -> tuple[int, ...]:
+def _most_free_nodes_plain(self: Tentative, shape: Shape) -> tuple[int, ...]:
     """Every available node of each allowed type not held for another job yet, ranked by free GPUs
     in the pass's view (most first, then lowest index); the type whose first k nodes have the most
     free GPUs (first type on ties)."""
-    index, view = self.s.index, self.view
+    index = self.index
     best: tuple[int, tuple[int, ...]] | None = None
     for ty in shape.types if shape.types is not None else range(len(index.types)):
         nodes = [
             i
             for i in range(len(index.nodes))
-            if index.available[i] and index.node_type[i] == ty and i not in view.held
+            if index.available[i] and index.node_type[i] == ty and i not in self.held
         ]
         if len(nodes) < shape.nodes:
             continue
-        picked = sorted(nodes, key=lambda i: (-view.free(i), i))[: shape.nodes]
-        total = sum(view.free(i) for i in picked)
+        picked = sorted(nodes, key=lambda i: (-self.free(i), i))[: shape.nodes]
+        total = sum(self.free(i) for i in picked)
         if best is None or total > best[0]:
             best = (total, tuple(sorted(picked)))
     return best[1] if best else ()
@@ -156,7 +156,7 @@ def _replay(scenario: str, policy: str, plain: bool, monkeypatch: pytest.MonkeyP
     strategy = get_strategy(policy, inputs.policy.scheduling.preemption)
     if plain:
         monkeypatch.setattr(_Pass, "could_free", _could_free_always)
-        monkeypatch.setattr(_Pass, "_hold_nodes", _hold_nodes_plain)
+        monkeypatch.setattr(Tentative, "most_free_nodes", _most_free_nodes_plain)
         monkeypatch.setattr(Demand, "fragmented_gpus", _fragmented_plain)
         monkeypatch.setattr(NodeSpace, "best_single", _best_single_plain)
         monkeypatch.setattr(NodeSpace, "earliest_gang", _earliest_gang_plain)
