@@ -16,73 +16,39 @@ soonest (node 0) and A1 waits behind it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from conftest import a_request
-from fairshare.core import Knobs, Node, TreeIndex, decide, get_strategy
+from fairshare.core import Knobs, decide, get_strategy
 from fairshare.core.snapshot import Decisions
-from fairshare.engine import EngineSetup, EngineState
+from hand_engine import hand_engine, run, submit
 
 H = 3600.0
 NOW = 9000.0
 LONG = 100 * H  # a protection no search outlasts
 
 
-@dataclass(frozen=True)
-class Group:
-    name: str
-    share: float
-    children: tuple[Group, ...] = ()
-
-
-def _submit(e: EngineState, jid: str, group: str, gpus: int, estimate: float) -> None:
-    e.submit(
-        a_request(
-            id=jid,
-            group=group,
-            leaf="ab".index(group),
-            submit=e.t,
-            gpus=gpus,
-            charge=float(gpus),
-            seq=len(e.states),
-            estimate=estimate,
-            protected=LONG,
-        )
-    )
-
-
-def _run(e: EngineState, jid: str, group: str, gpus: int, estimate: float, node: int) -> None:
-    _submit(e, jid, group, gpus, estimate)
-    e.started(jid, ((node, gpus),), float(gpus))
-
-
 def _decide(**knobs: Any) -> Decisions:
-    tree = TreeIndex.build([Group("a", 50.0), Group("b", 50.0)])
-    nodes = tuple(Node(f"n-00{i}", "n", 8, "H100", 64.0, 512.0, "n-b0") for i in range(2))
-    e = EngineState(
-        EngineSetup(tree, Knobs(**knobs), {"H100": 1.0}, nodes, 7 * 86400.0), get_strategy("fairshare")
-    )
+    e = hand_engine({"a": 50.0, "b": 50.0}, Knobs(**knobs))
     e.begin(0.0)
-    _run(e, "A0", "a", 8, 10 * H, 0)
+    run(e, "A0", "a", 8, 10 * H, LONG, 0)
     e.settle()
     e.begin(1000.0)
     e.preempted("A0", "drain", None, 0.0, 0.0)
-    _run(e, "B1", "b", 4, 20 * H - 1000.0, 0)
-    _run(e, "a2", "a", 4, 20 * H - 1000.0, 0)
-    _run(e, "a3", "a", 7, 30 * H - 1000.0, 1)
+    run(e, "B1", "b", 4, 20 * H - 1000.0, LONG, 0)
+    run(e, "a2", "a", 4, 20 * H - 1000.0, LONG, 0)
+    run(e, "a3", "a", 7, 30 * H - 1000.0, LONG, 1)
     e.settle()
     e.begin(8900.0)
     e.settle()
     e.apply(decide(e.snapshot(), e.strategy))  # A0 alone waits: it searches, finds nothing
     assert e.states["A0"].preempt_retry_at > NOW  # in backoff at NOW
     e.begin(8950.0)
-    _submit(e, "A1", "a", 1, 50 * H)
+    submit(e, "A1", "a", 1, 50 * H, LONG)
     e.settle()
     e.begin(NOW)
-    _submit(e, "B8", "b", 8, H)
+    submit(e, "B8", "b", 8, H, LONG)
     e.settle()
     return decide(e.snapshot(), get_strategy("fairshare"))
 

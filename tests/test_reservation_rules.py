@@ -13,22 +13,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from conftest import a_request
-from fairshare.core import Knobs, Node, TreeIndex, decide, get_strategy
+from fairshare.core import decide, get_strategy
 from fairshare.core.snapshot import Decisions
-from fairshare.engine import EngineSetup, EngineState
+from fairshare.engine import EngineState
+from hand_engine import hand_engine, run, submit
 
 H = 3600.0
 NOW = 2000.0
 NEXT_SEARCH = 2400.0  # (floor(2000 / 300) + 2) x 300
 RUNS_FROM = 1700.0
-
-
-@dataclass(frozen=True)
-class Group:
-    name: str
-    share: float
-    children: tuple[Group, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,51 +34,21 @@ class Case:
 
 
 def _engine(shares: tuple[float, float, float]) -> EngineState:
-    tree = TreeIndex.build([Group(n, s) for n, s in zip("abc", shares, strict=True)])
-    nodes = tuple(Node(f"n-00{i}", "n", 8, "H100", 64.0, 512.0, "n-b0") for i in range(2))
-    return EngineState(
-        EngineSetup(tree, Knobs(), {"H100": 1.0}, nodes, 7 * 86400.0), get_strategy("fairshare")
-    )
-
-
-def _submit(e: EngineState, jid: str, group: str, gpus: int, estimate: float, protected: float) -> None:
-    """A job of `group` (leaf a, b or c) submitted now; 16 GPUs: a 2-node gang."""
-    e.submit(
-        a_request(
-            id=jid,
-            group=group,
-            leaf="abc".index(group),
-            submit=e.t,
-            gpus=gpus,
-            nodes=max(1, gpus // 8),
-            charge=float(gpus),
-            seq=len(e.states),
-            estimate=estimate,
-            protected=protected,
-        )
-    )
-
-
-def _run(
-    e: EngineState, jid: str, group: str, gpus: int, estimate: float, protected: float, node: int
-) -> None:
-    """A job submitted and started now on `node` (the driver reports it)."""
-    _submit(e, jid, group, gpus, estimate, protected)
-    e.started(jid, ((node, gpus),), float(gpus))
+    return hand_engine(dict(zip("abc", shares, strict=True)))
 
 
 def _state(case: Case) -> EngineState:
     e = _engine(case.shares)
     e.begin(0.0)
-    _submit(e, "R", "a", 8, H, 600.0)
+    submit(e, "R", "a", 8, H, 600.0)
     e.settle()
     e.begin(RUNS_FROM)
-    _run(e, "a1", "a", 8, 100 * H, 100 * H, 1)
-    _run(e, "c1", "c", 4, 10 * H, case.c_protected, 0)
+    run(e, "a1", "a", 8, 100 * H, 100 * H, 1)
+    run(e, "c1", "c", 4, 10 * H, case.c_protected, 0)
     if case.b_run:
-        _run(e, "b1", "b", 3, 400.0, 600.0, 0)
+        run(e, "b1", "b", 3, 400.0, 600.0, 0)
     else:
-        _run(e, "c2", "c", 3, 10 * H, case.c_protected, 0)
+        run(e, "c2", "c", 3, 10 * H, case.c_protected, 0)
     e.settle()
     if case.searched_at_1800:
         e.begin(1800.0)
@@ -95,11 +58,11 @@ def _state(case: Case) -> EngineState:
         assert not actions.starts and not actions.preempts
         assert e.states["R"].preempt_retry_at == NEXT_SEARCH  # R found no victims: backoff
     e.begin(1950.0)
-    _submit(e, "C", "c", 1, case.candidate_ends - NOW, 600.0)
+    submit(e, "C", "c", 1, case.candidate_ends - NOW, 600.0)
     e.settle()
     e.begin(NOW)
     if not case.b_run:  # b's demand: a 2-node gang, just submitted (no reservation of its own)
-        _submit(e, "bP", "b", 16, H, 600.0)
+        submit(e, "bP", "b", 16, H, 600.0)
     e.settle()
     return e
 
@@ -206,12 +169,12 @@ def test_a_job_backfilled_until_the_expected_start_does_not_delay_the_reservatio
     # preemption at 2300 futile and R would wait for its next grid point (2700).
     e = _engine((75.0, 25.0, 25.0))
     e.begin(0.0)
-    _submit(e, "R", "a", 3, H, 600.0)  # waiting since 0: reserved for once it fails
+    submit(e, "R", "a", 3, H, 600.0)  # waiting since 0: reserved for once it fails
     e.settle()
     e.begin(RUNS_FROM)
-    _run(e, "a1", "a", 8, 100 * H, 100 * H, 1)
-    _run(e, "c1", "c", 2, 10 * H, 600.0, 0)
-    _run(e, "c2", "c", 5, 10 * H, 100 * H, 0)
+    run(e, "a1", "a", 8, 100 * H, 100 * H, 1)
+    run(e, "c1", "c", 2, 10 * H, 600.0, 0)
+    run(e, "c2", "c", 5, 10 * H, 100 * H, 0)
     e.settle()
     ends: dict[str, float] = {}
     starts: dict[str, float] = {}
@@ -220,7 +183,7 @@ def test_a_job_backfilled_until_the_expected_start_does_not_delay_the_reservatio
         for jid in [j for j, end in ends.items() if end == t]:
             e.finished(jid)
         if t == NOW:
-            _submit(e, "C", "c", 1, 350.0, 600.0)
+            submit(e, "C", "c", 1, 350.0, 600.0)
         if not e.settle():
             continue
         actions = e.apply(decide(e.snapshot(), e.strategy))
@@ -247,18 +210,18 @@ def test_a_reservation_expects_no_run_larger_than_its_job_to_be_taken(r_gpus: in
     # leave at their estimated ends (37,700) and C may.
     e = _engine((60.0, 20.0, 20.0))
     e.begin(0.0)
-    _submit(e, "R", "a", r_gpus, H, 600.0)
+    submit(e, "R", "a", r_gpus, H, 600.0)
     e.settle()
     e.begin(RUNS_FROM)
-    _run(e, "a1", "a", 8, 100 * H, 100 * H, 1)
-    _run(e, "c1", "c", 4, 10 * H, 600.0, 0)
-    _run(e, "c2", "c", 3, 10 * H, 600.0, 0)
+    run(e, "a1", "a", 8, 100 * H, 100 * H, 1)
+    run(e, "c1", "c", 4, 10 * H, 600.0, 0)
+    run(e, "c2", "c", 3, 10 * H, 600.0, 0)
     e.settle()
     e.begin(1950.0)
-    _submit(e, "C", "c", 1, H, 600.0)
+    submit(e, "C", "c", 1, H, 600.0)
     e.settle()
     e.begin(NOW)
-    _submit(e, "bP", "b", 16, H, 600.0)
+    submit(e, "bP", "b", 16, H, 600.0)
     e.settle()
     d = decide(e.snapshot(), get_strategy("fairshare"))
     assert not d.preempts and d.reservation == ("R", (0,))
