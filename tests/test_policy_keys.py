@@ -184,6 +184,9 @@ def test_defaults_resolve_against_the_policy() -> None:
     assert make_inputs(set_within, tiny_cluster(), []).policy.knobs().requeue_first_after == 5 * H
     assert (knobs.leaf_order, knobs.preempt_budget, knobs.max_reservations) == ("las", 3, 0)
     assert knobs.requeue_reserve_gpus == 0  # off
+    assert knobs.requeue_first_when_backlogged == 0  # off
+    backlog = tiny_policy(scheduling={"requeue_first_when_backlogged": "1d"})
+    assert make_inputs(backlog, tiny_cluster(), []).policy.knobs().requeue_first_when_backlogged == 86400.0
     assert (knobs.bf_interval, knobs.bf_window, knobs.bf_resolution, knobs.bf_max_job_test) == (
         30.0,
         86400.0,
@@ -207,6 +210,16 @@ def test_defaults_resolve_against_the_policy() -> None:
         ({"requeue_first_after": "8d"}, "requeue_first_after: .*longer than requeue_within"),
         ({"requeue_within": "1h", "requeue_first_after": "2h"}, "requeue_first_after"),
         ({"requeue_first_after": "-1s"}, "requeue_first_after"),
+        (
+            {"requeue_first_when_backlogged": "4d"},
+            "requeue_first_when_backlogged: .*no effect: a requeued run goes first after requeue_first_after",
+        ),
+        (
+            {"requeue_within": "0s", "requeue_first_when_backlogged": "1h"},
+            "requeue_first_when_backlogged: .*no effect: requeue_within is 0s",
+        ),
+        ({"requeue_first_when_backlogged": "-1d"}, "requeue_first_when_backlogged"),
+        ({"requeue_first_when_backlogged": "soon"}, "requeue_first_when_backlogged"),
         ({"requeue_reserve_gpus": -1}, "requeue_reserve_gpus"),
         ({"requeue_reserve_gpus": 8.5}, "requeue_reserve_gpus"),
         ({"requeue_reserve_gpus": True}, "requeue_reserve_gpus"),

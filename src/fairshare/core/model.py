@@ -142,6 +142,9 @@ class Knobs:
     requeue_first_after a run preempted and still waiting this long later goes first in its leaf's
                         order, ahead of the las/shortest keys (half of requeue_within by default;
                         0: at once)
+    requeue_first_when_backlogged (issue 20) such a run goes first at once when its leaf's oldest
+                        waiting job that never started has waited this long (0: off;
+                        engine/requeue.py)
     requeue_reserve_gpus (issue 20) a requeued run of at least this many GPUs that went first in its
                         leaf and waited half of requeue_within reserves in its team's turn; its
                         leaf's later jobs in that pass only backfill (0: off; scheduler.py
@@ -175,6 +178,7 @@ class Knobs:
     fast_classes: tuple[str, ...] = ("debug",)
     requeue_within: float = 7 * 86400.0
     requeue_first_after: float = 3.5 * 86400.0
+    requeue_first_when_backlogged: float = 0.0
     requeue_reserve_gpus: int = 0
     reservation_backfill: bool = True
     larger_victims: bool = False

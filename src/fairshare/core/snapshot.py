@@ -78,8 +78,13 @@ class PendingQueues:
     jobs: dict[str, JobRequest] = field(default_factory=dict)
     shape_of: dict[str, QueueKey] = field(default_factory=dict)
     key_of: dict[str, SortKey] = field(default_factory=dict)  # only keys other than the seq
+    # per leaf: its pending jobs that never started, by (submit, seq), oldest first: how long the
+    # leaf's backlog has waited, whatever its labels or leaf order (requeue_first_when_backlogged)
+    fresh: dict[int, list[tuple[float, int, str]]] = field(default_factory=dict)
 
-    def add(self, job: JobRequest, index: FreeIndex, sort_key: SortKey = None) -> None:
+    def add(
+        self, job: JobRequest, index: FreeIndex, sort_key: SortKey = None, *, never_started: bool
+    ) -> None:
         key = (
             job.leaf,
             LABEL_RANK[job.label],
@@ -96,6 +101,8 @@ class PendingQueues:
             self.key_of[job.id] = sort_key
         self.jobs[job.id] = job
         self.shape_of[job.id] = key
+        if never_started:
+            bisect.insort(self.fresh.setdefault(job.leaf, []), (job.submit, job.seq, job.id))
 
     def remove(self, job: JobRequest) -> None:
         key = self.shape_of.pop(job.id)
@@ -109,6 +116,19 @@ class PendingQueues:
             leaf_keys.remove(key)
             if not leaf_keys:
                 del self.by_leaf[job.leaf]
+        fresh = self.fresh.get(job.leaf)
+        if fresh is not None:
+            entry = (job.submit, job.seq, job.id)
+            i = bisect.bisect_left(fresh, entry)
+            if i < len(fresh) and fresh[i] == entry:
+                del fresh[i]
+                if not fresh:
+                    del self.fresh[job.leaf]
+
+    def oldest_fresh(self, leaf: int) -> float | None:
+        """Submit time of the leaf's oldest pending job that never started (None: none)."""
+        fresh = self.fresh.get(leaf)
+        return fresh[0][0] if fresh else None
 
     def __len__(self) -> int:
         return len(self.jobs)

@@ -121,7 +121,13 @@ def nodes_state(e: EngineState, change: NodeChange) -> NodesState:
         job = was
         if new_types:
             job = dataclasses.replace(was, charge=min(c for _, c in demand.type_charges(was)))
-        pending.add(job, index, leaf_sort_key(job, e.states[job.id], e.knobs.leaf_order) if e.keyed else None)
+        st = e.states[job.id]
+        pending.add(
+            job,
+            index,
+            leaf_sort_key(job, st, e.knobs.leaf_order) if e.keyed else None,
+            never_started=st.starts == 0,
+        )
         demand.add_pending(job)
     for job_id, view in e.running.items():
         if job_id in e.detached:

@@ -33,7 +33,9 @@ Knobs. Everything derived from them is rebuilt: the fast lane's classes and queu
   preemption switch (fairshare's `preemption: none`), the backfill flag, the decayed usage's
   half-life and period (usage and the current period's charge carried; the new period's grid from
   now), the deadline jobs' wake-ups at their latest start minus the new slack. Timers already set
-  (requeue, backoff grid, gang reservation waits) keep their instants: each only asks for a pass.
+  (requeue, backoff grid, gang reservation waits) keep their instants: each only asks for a pass;
+  a requeued job's backlog check reads the new knobs (engine/requeue.py). The per-leaf index of
+  never-started pending jobs (the backlog's measure) is rebuilt with the queues.
 Exceptions: those of the new setup (placed on its tree) are in force from now.
 
 How: `plan_policy` computes the new state from the state's public reads (a typed `PolicyState`,
@@ -175,8 +177,9 @@ def _pending(
             job = _moved(was, leaf)
             if rates_changed:
                 job = dataclasses.replace(job, charge=min(c for _, c in demand.type_charges(job)))
-            key = leaf_sort_key(job, e.states[job.id], knobs.leaf_order) if keyed else None
-            pending.add(job, e.fleet.index, key)
+            st = e.states[job.id]
+            key = leaf_sort_key(job, st, knobs.leaf_order) if keyed else None
+            pending.add(job, e.fleet.index, key, never_started=st.starts == 0)
             demand.add_pending(job)
             if job.cls in fast:
                 bisect.insort(fast_q, (job.seq, job.id))

@@ -52,6 +52,7 @@ from .ledger import DecayLedger, Ledger, Vec
 from .outcome import PassOutcome
 from .owed import effective_shares, water_fill
 from .progress import ProgressCalls
+from .requeue import RequeueRules
 from .setup import EngineSetup
 
 _NONE: frozenset[int] = frozenset()
@@ -65,7 +66,7 @@ class RatesListener(Protocol):
     def interval(self, t0: float, t1: float) -> None: ...
 
 
-class EngineState(ProgressCalls, PassOutcome):
+class EngineState(ProgressCalls, PassOutcome, RequeueRules):
     """One scheduling domain's state. Each instance owns all of it; nothing is global."""
 
     def __init__(
@@ -179,6 +180,8 @@ class EngineState(ProgressCalls, PassOutcome):
                 continue
             if kind == "requeue":
                 self._boost(*payload)
+            if kind == "backlog" and not self._backlog_check(*payload):
+                continue
             if kind == "stall":  # a reporting run's last progress may be older than max_stall
                 self._stall_due(payload)
                 continue
@@ -269,7 +272,8 @@ class EngineState(ProgressCalls, PassOutcome):
         return leaf_sort_key(job, self.states[job.id], self.knobs.leaf_order)
 
     def _to_pending(self, job: JobRequest) -> None:
-        self.pending.add(job, self.fleet.index, self._sort_key(job) if self.keyed else None)
+        key = self._sort_key(job) if self.keyed else None
+        self.pending.add(job, self.fleet.index, key, never_started=self.states[job.id].starts == 0)
         self.demand.add_pending(job)
         if job.cls in self.fast:
             bisect.insort(self.fast_q, (job.seq, job.id))
@@ -372,17 +376,8 @@ class EngineState(ProgressCalls, PassOutcome):
         self._to_pending(view.job)
         self._push(self.t + self.knobs.requeue_delay, "wake", None)
         if self.keyed and self.knobs.requeue_within > 0:
-            self._push(self.t + self.knobs.requeue_first_after, "requeue", (job_id, st.preemptions))
+            self._requeue_timers(job_id, view.job.leaf, st.preemptions)
         return view
-
-    def _boost(self, job_id: str, preemptions: int) -> None:
-        """A requeued job waits requeue_first_after after that preemption: it goes first."""
-        job, st = self.pending.jobs.get(job_id), self.states.get(job_id)
-        if job is None or st is None or st.preemptions != preemptions or st.requeue_boost:
-            return
-        self.pending.remove(job)
-        st.requeue_boost = True
-        self.pending.add(job, self.fleet.index, self._sort_key(job))
 
     def _took(self, by: str, victim_leaf: int) -> None:
         """The flip guard's record: the preemptor's side took from the victim's side now (the

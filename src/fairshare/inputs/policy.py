@@ -204,7 +204,9 @@ class Scheduling(StrictModel):
     policy's classes, those listed)
     fairshare in overload (issue 20): requeue_within (None: the policy's window; 0: off): the
     requeue bound; a run preempted past protection and still waiting requeue_first_after (None:
-    half of requeue_within; 0: at once) later goes first in its leaf; requeue_reserve_gpus (0:
+    half of requeue_within; 0: at once) later goes first in its leaf, or at once when its leaf's
+    oldest never-started waiting job has waited requeue_first_when_backlogged (0: off);
+    requeue_reserve_gpus (0:
     off): such a run of at least this many GPUs, waiting half of requeue_within, reserves in its
     team's turn and its leaf's later jobs only backfill;
     reservation_backfill (true): a job whose estimated end comes before a reservation's expected
@@ -231,6 +233,7 @@ class Scheduling(StrictModel):
     fast_classes: tuple[Name, ...] | None = None
     requeue_within: Seconds | None = None
     requeue_first_after: Seconds | None = None
+    requeue_first_when_backlogged: Seconds = 0.0
     requeue_reserve_gpus: Whole = Field(default=0, ge=0, le=limits.MAX_JOB_GPUS)
     reservation_backfill: bool = True
     larger_victims: bool = False
@@ -251,6 +254,7 @@ class Scheduling(StrictModel):
         "bf_window",
         "sched_interval",
         "decay_phase",
+        "requeue_first_when_backlogged",
         mode="before",
     )
     @classmethod
@@ -358,6 +362,18 @@ class Policy(StrictModel):
                 ("scheduling", "requeue_first_after"),
                 f"{s.requeue_first_after:g}s is longer than requeue_within ({within:g}s, the bound it"
                 " serves): a requeued run would go first only after its bound",
+            )
+        backlogged = s.requeue_first_when_backlogged
+        first_after = within / 2 if s.requeue_first_after is None else s.requeue_first_after
+        if backlogged > 0 and (within == 0 or backlogged >= first_after):
+            raise AtPath(
+                ("scheduling", "requeue_first_when_backlogged"),
+                f"{backlogged:g}s has no effect: "
+                + (
+                    "requeue_within is 0s (no requeued run goes first)"
+                    if within == 0
+                    else f"a requeued run goes first after requeue_first_after ({first_after:g}s) anyway"
+                ),
             )
         return self
 

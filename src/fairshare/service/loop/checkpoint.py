@@ -49,9 +49,10 @@ log = logging.getLogger("fairshare.service.loop.checkpoint")
 # 2: LiveEngine.ended_q (retention); 3: the service in rooms (the pickle's module paths moved) and
 # JobState.requeue_boost (issue 20); 4: LiveEngine holds its engine state (`LiveEngine.state`);
 # 5: Knobs.larger_victims (a slotted dataclass: an old pickle's values would shift by one field);
-# 6: Knobs.requeue_first_after (added without a bump) and Knobs.requeue_reserve_gpus. The shape per
+# 6: Knobs.requeue_first_after (added without a bump) and Knobs.requeue_reserve_gpus; 7:
+# Knobs.requeue_first_when_backlogged, PendingQueues.fresh and the timer kind "backlog". The shape per
 # FORMAT is recorded in tests/service/test_checkpoint_shape.py, which fails on a change without one.
-FORMAT = 6
+FORMAT = 7
 
 
 def code_version() -> str:

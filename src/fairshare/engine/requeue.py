@@ -1,0 +1,93 @@
+"""When a requeued job goes first in its leaf (fairshare, issue 20; docs/concepts.md "Overload").
+
+A run preempted (any reason) waits again in its submit position. Its job goes first in its leaf's
+order (ahead of the `leaf_order` keys; `JobState.requeue_boost`, core/snapshot.py) at the first of:
+
+  - `requeue_first_after` after the preemption (half of `requeue_within` by default), or
+  - the instant its leaf is backlogged: the leaf's oldest waiting job that never started has
+    waited `requeue_first_when_backlogged` (0: off). At the preemption if it already has; else a
+    `backlog` timer fires when it first can have (the oldest such job's submit + the setting, or
+    now + the setting when the leaf has none: a later arrival waits from its own submit). If by
+    then that job started, the check moves to the next oldest; it stops at requeue_first_after.
+
+Why the backlog: in sustained overload a team's new jobs keep arriving ahead of its requeued runs
+(least attained service puts a fresh job first), so a requeued run can wait for weeks unless it
+goes first at once; going first at once in a team with little backlog costs that team's first
+waits for nothing. A team whose oldest fresh job waited a day is where requeued runs starve. The
+measure is the oldest never-started job's wait (PendingQueues.fresh), not the queues' heads: it
+must not depend on how labels split a leaf's queues or on the leaf order. Going first changes
+which of a team's jobs run, never how much the team gets.
+
+Edge cases: a boost, a start, a new preemption or the job's end cancels a pending timer (each
+timer carries the preemption count it was set for); a policy change keeps the timers already set
+and a check reads the knobs of its instant (the setting turned off: the check only ends).
+
+A part of EngineState (engine/state.py), kept in its own file as engine/outcome.py is: the
+attributes it reads and sets are EngineState's, declared below for the type checker.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..core.model import JobRequest, Knobs
+    from ..core.snapshot import JobState, PendingQueues, SortKey
+    from .fleet import Fleet
+
+
+class RequeueRules:
+    """EngineState's requeue timers and boosts (see the module's docstring)."""
+
+    if TYPE_CHECKING:
+        t: float
+        knobs: Knobs
+        states: dict[str, JobState]
+        pending: PendingQueues
+        fleet: Fleet
+
+        def _push(self, t: float, kind: str, payload: Any) -> None: ...
+        def _sort_key(self, job: JobRequest) -> SortKey: ...
+
+    def _requeue_timers(self, job_id: str, leaf: int, preemptions: int) -> None:
+        """The timers of a job preempted now (its `preemptions`-th): it goes first at
+        requeue_first_after, or when its leaf is backlogged if that comes sooner."""
+        due, check = self.t + self.knobs.requeue_first_after, self._backlog_due(leaf)
+        if check <= self.t:
+            due = self.t
+        elif check < due:
+            self._push(check, "backlog", (job_id, preemptions))
+        self._push(due, "requeue", (job_id, preemptions))
+
+    def _backlog_due(self, leaf: int) -> float:
+        """When the leaf's oldest waiting job that never started will have waited
+        requeue_first_when_backlogged (inf: the rule is off)."""
+        after = self.knobs.requeue_first_when_backlogged
+        if after <= 0:
+            return math.inf
+        oldest = self.pending.oldest_fresh(leaf)
+        return (self.t if oldest is None else oldest) + after
+
+    def _backlog_check(self, job_id: str, preemptions: int) -> bool:
+        """A `backlog` timer: the job goes first now if its leaf is backlogged, else the check
+        moves to when it next can be (before requeue_first_after). True: it went first."""
+        job, st = self.pending.jobs.get(job_id), self.states.get(job_id)
+        if job is None or st is None or st.preemptions != preemptions or st.requeue_boost:
+            return False
+        check = self._backlog_due(job.leaf)
+        if check <= self.t:
+            self._boost(job_id, preemptions)
+            return True
+        if check < st.pending_since + self.knobs.requeue_first_after:
+            self._push(check, "backlog", (job_id, preemptions))
+        return False
+
+    def _boost(self, job_id: str, preemptions: int) -> None:
+        """The job preempted for the `preemptions`-th time, still waiting, goes first in its leaf."""
+        job, st = self.pending.jobs.get(job_id), self.states.get(job_id)
+        if job is None or st is None or st.preemptions != preemptions or st.requeue_boost:
+            return
+        self.pending.remove(job)
+        st.requeue_boost = True
+        self.pending.add(job, self.fleet.index, self._sort_key(job), never_started=False)
