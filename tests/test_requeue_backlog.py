@@ -23,7 +23,11 @@ from hand_engine import hand_engine, run
 H = 3600.0
 D = 86400.0
 P = 10 * H  # R's preemption
-KNOBS = {"requeue_within": 7 * D, "requeue_first_after": 3.5 * D, "requeue_first_when_backlogged": D}
+KNOBS: dict[str, Any] = {
+    "requeue_within": 7 * D,
+    "requeue_first_after": 3.5 * D,
+    "requeue_first_when_backlogged": D,
+}
 
 
 def _fresh(e: EngineState, jid: str, group: str, at: float, label: str = "medium") -> None:
