@@ -183,8 +183,12 @@ def test_defaults_resolve_against_the_policy() -> None:
     set_within = tiny_policy(window="3d", scheduling={"requeue_within": "10h"})
     assert make_inputs(set_within, tiny_cluster(), []).policy.knobs().requeue_first_after == 5 * H
     assert (knobs.leaf_order, knobs.preempt_budget, knobs.max_reservations) == ("las", 3, 0)
-    assert knobs.requeue_reserve_gpus == 0  # off
-    assert knobs.requeue_first_when_backlogged == 0  # off
+    assert knobs.requeue_reserve_gpus == 8
+    assert knobs.requeue_first_when_backlogged == 86400.0
+    short = tiny_policy(window="1d")  # 1 d is not shorter than requeue_first_after (12 h): off
+    assert make_inputs(short, tiny_cluster(), []).policy.knobs().requeue_first_when_backlogged == 0
+    no_bound = tiny_policy(scheduling={"requeue_within": "0s"})
+    assert make_inputs(no_bound, tiny_cluster(), []).policy.knobs().requeue_first_when_backlogged == 0
     backlog = tiny_policy(scheduling={"requeue_first_when_backlogged": "1d"})
     assert make_inputs(backlog, tiny_cluster(), []).policy.knobs().requeue_first_when_backlogged == 86400.0
     assert (knobs.bf_interval, knobs.bf_window, knobs.bf_resolution, knobs.bf_max_job_test) == (

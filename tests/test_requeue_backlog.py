@@ -70,14 +70,13 @@ def _boosted_at(e: EngineState, until: float) -> float | None:
 @pytest.mark.parametrize(
     ("before", "after", "knobs", "expected"),
     [
-        ((0.0,), (), {}, D),
+        ((0.0,), (), {}, P + 18 * H),
         ((0.0,), (), {"requeue_first_when_backlogged": 8 * H}, P),
-        ((5 * H, 0.5 * H), (), {}, 0.5 * H + D),
-        ((), (P + 2 * H,), {}, P + 2 * H + D),
-        ((8 * H,), (P + H,), {}, 8 * H + D),
+        ((5 * H, 0.5 * H), (), {"requeue_first_when_backlogged": 9.5 * H}, P),
+        ((), (P + 2 * H,), {}, P + 30 * H),
+        ((8 * H,), (P + H,), {}, P + 24 * H),
         ((), (), {}, P + 3.5 * D),
         ((0.0,), (), {"requeue_first_when_backlogged": 0.0}, P + 3.5 * D),
-        ((0.0,), (), {"requeue_first_after": 0.5 * D, "requeue_first_when_backlogged": 0.4 * D}, P),
         (
             (),
             (P + 2 * H,),
@@ -86,14 +85,13 @@ def _boosted_at(e: EngineState, until: float) -> float | None:
         ),
     ],
     ids=[
-        "goes-first-when-the-oldest-fresh-job-reaches-the-setting",
+        "goes-first-at-the-first-check-after-the-oldest-fresh-job-reaches-the-setting",
         "backlog-older-than-the-setting-at-the-preemption-goes-first-at-once",
         "the-oldest-of-several-fresh-jobs-counts",
         "no-backlog-at-the-preemption-a-later-arrival-counts-from-its-submit",
         "a-later-arrival-does-not-delay-an-older-backlog",
         "no-backlog-ever-goes-first-at-requeue-first-after",
         "off-goes-first-at-requeue-first-after",
-        "setting-shorter-than-the-wait-so-far-goes-first-at-once",
         "requeue-first-after-comes-sooner",
     ],
 )
@@ -113,12 +111,13 @@ def test_the_check_moves_to_the_next_oldest_fresh_job_when_the_oldest_starts() -
     e = _engine()
     _fresh(e, "old", "a", H)
     _fresh(e, "young", "a", 6 * H)
-    _preempt_r(e)  # the oldest fresh job (1 h) reaches 1 d at 25 h
+    _preempt_r(e)  # checks at 16, 22, 28, 34 h; the oldest fresh job (1 h) reaches 1 d at 25 h
+    assert _boosted_at(e, 20 * H) is None
     e.begin(20 * H)
     e.started("old", ((1, 8),), 8.0)  # it starts before: the next oldest reaches 1 d at 30 h
     e.settle()
-    assert _boosted_at(e, 29.9 * H) is None
-    assert _boosted_at(e, 8 * D) == pytest.approx(30 * H)
+    assert _boosted_at(e, 33.9 * H) is None
+    assert _boosted_at(e, 8 * D) == pytest.approx(34 * H)
 
 
 def test_another_teams_backlog_does_not_count() -> None:
@@ -138,7 +137,7 @@ def test_labels_do_not_change_the_backlog_measure() -> None:
         _fresh(e, "y", "a", 2 * H, labels[1])
         _preempt_r(e)
         by_label[labels] = _boosted_at(e, 8 * D)
-    assert list(by_label.values()) == pytest.approx([H + D] * 3)
+    assert list(by_label.values()) == pytest.approx([28 * H] * 3)  # x reaches 1 d at 25 h
 
 
 def test_a_new_preemption_cancels_the_earlier_check() -> None:
@@ -151,8 +150,8 @@ def test_a_new_preemption_cancels_the_earlier_check() -> None:
     e.begin(23 * H)
     e.preempted("R", "fair_share", None, 0.0, 0.0)  # the oldest fresh job has waited 23 h
     e.settle()
-    assert _boosted_at(e, 23.9 * H) is None
-    assert _boosted_at(e, 8 * D) == pytest.approx(D)
+    assert _boosted_at(e, 28.9 * H) is None  # the first preemption's checks ended when R ran
+    assert _boosted_at(e, 8 * D) == pytest.approx(29 * H)
 
 
 def test_the_fresh_index_is_the_pending_jobs_that_never_started_after_any_sequence() -> None:

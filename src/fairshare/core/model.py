@@ -26,6 +26,9 @@ TIME_EPS = 1e-9
 STALL_EPS = 1e-6
 LEDGER_EPS = 1e-6
 
+# scheduling.requeue_first_when_backlogged's default (issue 20; docs/policy.md "2026-12-07 (5)")
+BACKLOGGED_DEFAULT = 86400.0
+
 LABELS = ("high", "medium", "low")
 LABEL_RANK = {name: i for i, name in enumerate(LABELS)}  # high = 0 goes first
 
@@ -143,12 +146,12 @@ class Knobs:
                         order, ahead of the las/shortest keys (half of requeue_within by default;
                         0: at once)
     requeue_first_when_backlogged (issue 20) such a run goes first at once when its leaf's oldest
-                        waiting job that never started has waited this long (0: off;
-                        engine/requeue.py)
+                        waiting job that never started has waited this long (1 d by default,
+                        when shorter than requeue_first_after; 0: off; engine/requeue.py)
     requeue_reserve_gpus (issue 20) a requeued run of at least this many GPUs that went first in its
                         leaf and waited half of requeue_within reserves in its team's turn; its
-                        leaf's later jobs in that pass only backfill (0: off; scheduler.py
-                        _reserves_in_turn)
+                        leaf's later jobs in that pass only backfill (8 by default: a whole node
+                        of the usual 8-GPU servers; 0: off; scheduler.py _reserves_in_turn)
     reservation_backfill (issue 20) a job may start on GPUs reserved for another job when its
                         estimated end comes by the time the reservation's job is expected to start
                         (the running jobs' estimated ends on those nodes; Slurm's backfill rule)
@@ -178,8 +181,8 @@ class Knobs:
     fast_classes: tuple[str, ...] = ("debug",)
     requeue_within: float = 7 * 86400.0
     requeue_first_after: float = 3.5 * 86400.0
-    requeue_first_when_backlogged: float = 0.0
-    requeue_reserve_gpus: int = 0
+    requeue_first_when_backlogged: float = BACKLOGGED_DEFAULT
+    requeue_reserve_gpus: int = 8
     reservation_backfill: bool = True
     larger_victims: bool = False
     bf_interval: float = 30.0

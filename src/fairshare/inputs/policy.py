@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .._units import fmt_duration, format_epoch, instant, is_duration_text, parse_duration, to_utc
-from ..core.model import Knobs, ResolvedException
+from ..core.model import BACKLOGGED_DEFAULT, Knobs, ResolvedException
 from ..core.tree import TreeIndex
 from ..errors import InputError, warn
 from . import limits
@@ -205,8 +205,8 @@ class Scheduling(StrictModel):
     fairshare in overload (issue 20): requeue_within (None: the policy's window; 0: off): the
     requeue bound; a run preempted past protection and still waiting requeue_first_after (None:
     half of requeue_within; 0: at once) later goes first in its leaf, or at once when its leaf's
-    oldest never-started waiting job has waited requeue_first_when_backlogged (0: off);
-    requeue_reserve_gpus (0:
+    oldest never-started waiting job has waited requeue_first_when_backlogged (None: 1 d when
+    that is shorter than requeue_first_after, else off; 0: off); requeue_reserve_gpus (8; 0:
     off): such a run of at least this many GPUs, waiting half of requeue_within, reserves in its
     team's turn and its leaf's later jobs only backfill;
     reservation_backfill (true): a job whose estimated end comes before a reservation's expected
@@ -233,8 +233,8 @@ class Scheduling(StrictModel):
     fast_classes: tuple[Name, ...] | None = None
     requeue_within: Seconds | None = None
     requeue_first_after: Seconds | None = None
-    requeue_first_when_backlogged: Seconds = 0.0
-    requeue_reserve_gpus: Whole = Field(default=0, ge=0, le=limits.MAX_JOB_GPUS)
+    requeue_first_when_backlogged: Seconds | None = None
+    requeue_reserve_gpus: Whole = Field(default=8, ge=0, le=limits.MAX_JOB_GPUS)
     reservation_backfill: bool = True
     larger_victims: bool = False
     bf_interval: Seconds = 30.0
@@ -254,14 +254,15 @@ class Scheduling(StrictModel):
         "bf_window",
         "sched_interval",
         "decay_phase",
-        "requeue_first_when_backlogged",
         mode="before",
     )
     @classmethod
     def _durations(cls, v: Any) -> Any:
         return _dur(v)
 
-    @field_validator("flip_guard", "requeue_within", "requeue_first_after", mode="before")
+    @field_validator(
+        "flip_guard", "requeue_within", "requeue_first_after", "requeue_first_when_backlogged", mode="before"
+    )
     @classmethod
     def _guard(cls, v: Any) -> Any:
         return None if v is None else _dur(v)
@@ -295,6 +296,9 @@ class Scheduling(StrictModel):
             values["requeue_within"] = window
         if values["requeue_first_after"] is None:
             values["requeue_first_after"] = values["requeue_within"] / 2
+        if values["requeue_first_when_backlogged"] is None:  # the default acts where it can
+            after = BACKLOGGED_DEFAULT
+            values["requeue_first_when_backlogged"] = after if after < values["requeue_first_after"] else 0.0
         if values["fast_classes"] is None:
             values["fast_classes"] = tuple(c for c in ("debug",) if c in set(classes))
         return Knobs(**values)
@@ -363,7 +367,7 @@ class Policy(StrictModel):
                 f"{s.requeue_first_after:g}s is longer than requeue_within ({within:g}s, the bound it"
                 " serves): a requeued run would go first only after its bound",
             )
-        backlogged = s.requeue_first_when_backlogged
+        backlogged = s.requeue_first_when_backlogged or 0.0  # None: the default, resolved in knobs()
         first_after = within / 2 if s.requeue_first_after is None else s.requeue_first_after
         if backlogged > 0 and (within == 0 or backlogged >= first_after):
             raise AtPath(
