@@ -72,3 +72,25 @@ def test_event_and_decision_lines_are_canonical_compact_json() -> None:
         parsed = json.loads(line)
         assert isinstance(parsed, dict)
         assert line == orjson.dumps(parsed).decode()
+
+
+# Settings under which an engine timer falls due at the instant that set it (after its pass): the
+# replay must still make one pass per instant (FORMATS.md "Order within one instant"); a second
+# pass at the same t would put its preemptions after the first pass's starts.
+ZERO_DELAYS = {
+    "requeue-first-at-once": {"requeue_first_after": "0s"},
+    "backlog-at-once": {"requeue_first_when_backlogged": "1s"},
+    "requeue-pass-at-once": {"requeue_delay": "0s"},
+    "gang-reservation-at-once": {"gang_reserve_after": "0s"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheduling", list(ZERO_DELAYS.values()), ids=list(ZERO_DELAYS))
+@pytest.mark.parametrize("scenario", ["small-burst", "normal", "gang-mix"])
+def test_timers_due_at_their_own_instant_keep_one_pass_per_instant(
+    tmp_path: Path, scenario: str, scheduling: dict[str, str]
+) -> None:
+    data = SCENARIOS[scenario](1)
+    policy = {**data.policy, "scheduling": {**data.policy.get("scheduling", {}), **scheduling}}
+    _check(tmp_path, ScenarioData(data.name, data.description, policy, data.cluster, data.jobs), "fairshare")

@@ -59,9 +59,10 @@ class RequeueRules:
         requeue_first_after, or at once when its leaf is backlogged, or at the first backlog
         check (every BACKLOG_CHECK) that finds it so."""
         due = self.t + self.knobs.requeue_first_after
-        if self._backlogged(leaf):
-            due = self.t
-        elif self.knobs.requeue_first_when_backlogged > 0 and self.t + BACKLOG_CHECK < due:
+        if due <= self.t or self._backlogged(leaf):  # at once: now, not by a timer of this instant
+            self._boost(job_id, preemptions)
+            return
+        if self.knobs.requeue_first_when_backlogged > 0 and self.t + BACKLOG_CHECK < due:
             self._push(self.t + BACKLOG_CHECK, "backlog", (job_id, preemptions))
         self._push(due, "requeue", (job_id, preemptions))
 

@@ -16,6 +16,7 @@ in events.jsonl; they only make a pass happen at that instant.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -177,6 +178,9 @@ class Simulator:
         self.arrived: list[str] = []  # sampled jobs that arrived at this instant
         self.forecasts: dict[str, float | None] = {}  # sampled job -> forecast start (None: none)
         self.instants = self.passes = 0  # of the replay: they earn the forecasts' budget
+        # the last instant (its pass made), and whether a timer that fell due at it after its pass
+        # asked for a pass: FORMATS.md allows one pass per instant, so that pass is the next instant's
+        self.last_t, self.pass_owed = -math.inf, False
         self.forecast_spent = 0
         for job in self.jobs:
             self.push(job.submit, Rank.SUBMIT, Submit(job))
@@ -211,11 +215,19 @@ class Simulator:
                 break
             if until is not None and t > until:
                 return None
+            if t <= self.last_t:  # a timer this instant's own pass set: its state now, its pass next
+                engine.begin(t)
+                self.pass_owed = self.pass_owed or engine.need_pass
+                continue
             # one instant (loop body kept inline: it runs once per instant of the replay)
             self.instants += 1
             if not self.instants & 255:
                 interrupts.check()  # an interrupt whose exception was lost, a dead worker
             engine.begin(t)
+            self.last_t = t
+            if self.pass_owed:
+                engine.poke()
+                self.pass_owed = False
             if heap and heap[0][0] == t:
                 poke = False
                 while heap and heap[0][0] == t:
