@@ -178,9 +178,7 @@ class Simulator:
         self.arrived: list[str] = []  # sampled jobs that arrived at this instant
         self.forecasts: dict[str, float | None] = {}  # sampled job -> forecast start (None: none)
         self.instants = self.passes = 0  # of the replay: they earn the forecasts' budget
-        # the last instant (its pass made), and whether a timer that fell due at it after its pass
-        # asked for a pass: FORMATS.md allows one pass per instant, so that pass is the next instant's
-        self.last_t, self.pass_owed = -math.inf, False
+        self.last_t, self.pass_owed = -math.inf, False  # the last instant; a pass owed to the next
         self.forecast_spent = 0
         for job in self.jobs:
             self.push(job.submit, Rank.SUBMIT, Submit(job))
@@ -215,7 +213,7 @@ class Simulator:
                 break
             if until is not None and t > until:
                 return None
-            if t <= self.last_t:  # a timer this instant's own pass set: its state now, its pass next
+            if t <= self.last_t:  # a timer set after this instant's pass: one pass per instant (FORMATS)
                 engine.begin(t)
                 self.pass_owed = self.pass_owed or engine.need_pass
                 continue
