@@ -76,23 +76,31 @@ class RequeueRules:
     def _backlog_check(self, job_id: str, preemptions: int) -> bool:
         """A `backlog` timer: the job goes first now if its leaf is backlogged, else the next check
         is BACKLOG_CHECK later (while before requeue_first_after). True: it went first."""
-        job, st = self.pending.jobs.get(job_id), self.states.get(job_id)
-        if job is None or st is None or st.preemptions != preemptions or st.requeue_boost:
+        job = self._still_requeued(job_id, preemptions)
+        if job is None:
             return False
         if self._backlogged(job.leaf):
             self._boost(job_id, preemptions)
             return True
         if self.knobs.requeue_first_when_backlogged > 0:
             nxt = self.t + BACKLOG_CHECK
-            if nxt < st.pending_since + self.knobs.requeue_first_after:
+            if nxt < self.states[job_id].pending_since + self.knobs.requeue_first_after:
                 self._push(nxt, "backlog", (job_id, preemptions))
         return False
 
     def _boost(self, job_id: str, preemptions: int) -> None:
         """The job preempted for the `preemptions`-th time, still waiting, goes first in its leaf."""
-        job, st = self.pending.jobs.get(job_id), self.states.get(job_id)
-        if job is None or st is None or st.preemptions != preemptions or st.requeue_boost:
+        job = self._still_requeued(job_id, preemptions)
+        if job is None:
             return
         self.pending.remove(job)
-        st.requeue_boost = True
+        self.states[job_id].requeue_boost = True
         self.pending.add(job, self.fleet.index, self._sort_key(job), never_started=False)
+
+    def _still_requeued(self, job_id: str, preemptions: int) -> JobRequest | None:
+        """The job if it still waits since its `preemptions`-th preemption and has not gone first
+        (a timer of an earlier preemption, a started, ended or boosted job: None)."""
+        job, st = self.pending.jobs.get(job_id), self.states.get(job_id)
+        if job is None or st is None or st.preemptions != preemptions or st.requeue_boost:
+            return None
+        return job

@@ -359,17 +359,17 @@ class Policy(StrictModel):
 
     @model_validator(mode="after")
     def _requeue_first_after(self) -> Policy:
-        s = self.scheduling
-        within = self.window if s.requeue_within is None else s.requeue_within
+        s, k = self.scheduling, self.knobs()  # k: the defaults resolved (requeue_within, _first_after)
+        within = k.requeue_within
         if s.requeue_first_after is not None and s.requeue_first_after > within:
             raise AtPath(
                 ("scheduling", "requeue_first_after"),
                 f"{s.requeue_first_after:g}s is longer than requeue_within ({within:g}s, the bound it"
                 " serves): a requeued run would go first only after its bound",
             )
-        backlogged = s.requeue_first_when_backlogged or 0.0  # None: the default, resolved in knobs()
-        first_after = within / 2 if s.requeue_first_after is None else s.requeue_first_after
-        if backlogged > 0 and (within == 0 or backlogged >= first_after):
+        backlogged = s.requeue_first_when_backlogged  # None: the default, off where it cannot act
+        first_after = k.requeue_first_after
+        if backlogged and (within == 0 or backlogged >= first_after):
             raise AtPath(
                 ("scheduling", "requeue_first_when_backlogged"),
                 f"{backlogged:g}s has no effect: "
